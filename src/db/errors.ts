@@ -1,0 +1,38 @@
+/** PostgreSQL error fields, wherever the driver put them (Drizzle wraps them in `cause`). */
+interface PgErrorFields { code?: unknown, constraint_name?: unknown, constraint?: unknown, cause?: unknown }
+
+function pgFields (error: unknown): PgErrorFields | undefined {
+  let current = error as PgErrorFields | undefined
+  for (let depth = 0; current && depth < 4; depth++) {
+    if (typeof current.code === 'string' && /^[0-9A-Z]{5}$/.test(current.code)) return current
+    current = current.cause as PgErrorFields | undefined
+  }
+  return undefined
+}
+
+/** The name of the unique constraint a 23505 error broke, or undefined for any other error. */
+export function uniqueViolation (error: unknown): string | undefined {
+  const fields = pgFields(error)
+  if (fields?.code !== '23505') return undefined
+  return String(fields.constraint_name ?? fields.constraint ?? '')
+}
+
+const UNAVAILABLE_NODE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENOTFOUND', 'CONNECT_TIMEOUT', 'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED', 'UMS_DB_ACQUIRE_TIMEOUT'])
+
+/**
+ * True when the database, not the request, is at fault: it cannot be reached, is shutting
+ * down, or a statement ran past statement_timeout. Such requests answer 503.
+ */
+export function databaseUnavailable (error: unknown): boolean {
+  const sqlState = pgFields(error)?.code
+  if (typeof sqlState === 'string') {
+    // 08: connection exception; 57P0x: admin/crash shutdown, cannot connect now; 57014: canceled (timeout); 53: insufficient resources.
+    return sqlState.startsWith('08') || sqlState.startsWith('57P') || sqlState === '57014' || sqlState.startsWith('53')
+  }
+  let current = error as { code?: unknown, cause?: unknown } | undefined
+  for (let depth = 0; current && depth < 4; depth++) {
+    if (typeof current.code === 'string' && UNAVAILABLE_NODE_CODES.has(current.code)) return true
+    current = current.cause as { code?: unknown, cause?: unknown } | undefined
+  }
+  return false
+}

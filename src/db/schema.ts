@@ -1,0 +1,23 @@
+import { sql } from 'drizzle-orm'
+import { check, integer, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core'
+
+export const ROLES = ['ROLE_USER', 'ROLE_ADMIN'] as const
+export type Role = typeof ROLES[number]
+
+export const users = pgTable('users', {
+  id: integer().primaryKey().generatedAlwaysAsIdentity(),
+  username: text().notNull(),
+  email: text().notNull().unique('users_email_unique'),
+  passwordHash: text('password_hash').notNull(),
+  role: text().$type<Role>().notNull().default('ROLE_USER'),
+  createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow()
+}, (t) => [
+  // Usernames are unique without regard to case: "Ana" and "ana" are one account name.
+  uniqueIndex('users_username_lower_idx').on(sql`lower(${t.username})`),
+  // Sign-up and the CLI lower-case e-mails; the constraint keeps any other writer honest.
+  check('users_email_lower_check', sql`${t.email} = lower(${t.email})`),
+  check('users_role_check', sql`${t.role} in ('ROLE_USER', 'ROLE_ADMIN')`),
+  check('users_username_length_check', sql`char_length(${t.username}) between 3 and 20`)
+])
+
+export type UserRow = typeof users.$inferSelect

@@ -1,0 +1,123 @@
+import fp from 'fastify-plugin'
+import jwt from '@fastify/jwt'
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { Config } from '../config.js'
+import { ROLES, type Role } from '../db/schema.js'
+import { ForbiddenError, TokenExpiredError, TokenInvalidError, TokenMissingError } from '../errors.js'
+import type { PublicUser } from '../users/users-repository.js'
+
+/** The claims of an access token (CONTRACT §6). */
+export interface TokenClaims {
+  sub: string
+  role: Role
+  uid: number
+  iss?: string
+  aud?: string
+  jti?: string
+  iat?: number
+  exp?: number
+  nbf?: number
+}
+
+declare module '@fastify/jwt' {
+  interface FastifyJWT {
+    payload: Pick<TokenClaims, 'sub' | 'role' | 'uid'>
+    user: TokenClaims
+  }
+}
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** The route needs no token (everything under /auth/). */
+    public?: boolean
+    /** The exact role a token must carry for this route. */
+    role?: Role
+  }
+  interface FastifyRequest {
+    /** The token's user as stored now, looked up once per authenticated request. */
+    account: PublicUser | null
+    previousJwtVerify: FastifyRequest['jwtVerify']
+  }
+}
+
+const MAX_AUTHORIZATION_BYTES = 4096
+const FUTURE_LEEWAY_S = 30
+const BEARER = /^bearer ([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*)$/i
+
+/**
+ * Token checking for every route that does not opt out with `config.public`, then the
+ * route's `config.role`. The role comes from the token only (SPEC rule 3).
+ * @see https://github.com/fastify/fastify-jwt
+ */
+export default fp<{ jwt: Config['jwt'] }>(async function authPlugin (app, { jwt: settings }) {
+  const verify = {
+    algorithms: ['HS256' as const],
+    allowedIss: settings.issuer,
+    allowedAud: settings.audience,
+    checkTyp: 'at+jwt',
+    requiredClaims: ['sub', 'role', 'uid', 'iss', 'aud', 'jti', 'iat', 'exp'],
+    // nbf gets the same 30 s of leeway as iat, checked below; exp gets none.
+    ignoreNotBefore: true,
+    cache: 1000
+  }
+  // @fastify/jwt reads a numeric expiresIn as seconds; jwt.expiration is in milliseconds.
+  await app.register(jwt, {
+    secret: settings.secret,
+    sign: { algorithm: 'HS256', iss: settings.issuer, aud: settings.audience, expiresIn: settings.expirationMs / 1000, header: { alg: 'HS256', typ: 'at+jwt' } },
+    verify
+  })
+  if (settings.previousSecret) {
+    // Rotation: tokens signed with the former secret stay valid until they expire.
+    await app.register(jwt, { namespace: 'previous', jwtVerify: 'previousJwtVerify', secret: settings.previousSecret, verify })
+  }
+  app.decorateRequest('account', null)
+
+  async function verifyToken (request: FastifyRequest): Promise<TokenClaims> {
+    try {
+      return await request.jwtVerify()
+    } catch (error) {
+      if (!settings.previousSecret || (error as { code?: string }).code === 'FST_JWT_AUTHORIZATION_TOKEN_EXPIRED') throw error
+      try {
+        return await request.previousJwtVerify()
+      } catch {
+        throw error
+      }
+    }
+  }
+
+  async function authenticate (request: FastifyRequest, reply: FastifyReply): Promise<void> {
+    try {
+      await checkToken(request)
+    } catch (error) {
+      reply.header('www-authenticate', error instanceof TokenMissingError ? 'Bearer' : 'Bearer error="invalid_token"')
+      throw error
+    }
+  }
+
+  async function checkToken (request: FastifyRequest): Promise<void> {
+    const header = request.headers.authorization
+    if (header === undefined || !/^bearer(\s|$)/i.test(header)) throw new TokenMissingError()
+    if (header.length > MAX_AUTHORIZATION_BYTES || !BEARER.test(header)) throw new TokenInvalidError()
+    let claims: TokenClaims
+    try {
+      claims = await verifyToken(request)
+    } catch (error) {
+      throw (error as { code?: string }).code === 'FST_JWT_AUTHORIZATION_TOKEN_EXPIRED' ? new TokenExpiredError() : new TokenInvalidError()
+    }
+    const latest = Date.now() / 1000 + FUTURE_LEEWAY_S
+    if (typeof claims.sub !== 'string' || !ROLES.includes(claims.role) || !Number.isSafeInteger(claims.uid) || claims.uid < 1 ||
+        typeof claims.iat !== 'number' || claims.iat > latest || (claims.nbf !== undefined && (typeof claims.nbf !== 'number' || claims.nbf > latest))) {
+      throw new TokenInvalidError()
+    }
+    // A deleted user's token dies with the user: one primary-key look-up.
+    request.account = (await app.usersRepository.findById(claims.uid)) ?? null
+    if (!request.account) throw new TokenInvalidError()
+  }
+
+  app.addHook('onRequest', async (request, reply) => {
+    const { public: isPublic, role } = request.routeOptions.config
+    if (isPublic) return
+    await authenticate(request, reply)
+    if (role && request.user.role !== role) throw new ForbiddenError()
+  })
+}, { fastify: '5.x', name: 'auth', dependencies: ['users'] })

@@ -1,0 +1,27 @@
+import fp from 'fastify-plugin'
+import type { Config } from '../config.js'
+import { seedDevelopmentAccounts } from '../db/seed.js'
+import { createPasswordManager, type PasswordManager } from '../users/password-manager.js'
+import { createUsersRepository, type UsersRepository } from '../users/users-repository.js'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    usersRepository: UsersRepository
+    passwords: PasswordManager
+  }
+}
+
+export interface UsersPluginOptions {
+  readonly config: Config
+  /** Insert the development accounts (development profile, fresh database). */
+  readonly seed: boolean
+  readonly onHashTiming?: (operation: 'hash' | 'verify', seconds: number) => void
+}
+
+/** The users repository and the password manager, over the app's database. */
+export default fp<UsersPluginOptions>(async function usersPlugin (app, { config, seed, onHashTiming }) {
+  const passwords = await createPasswordManager({ cost: config.argon2, concurrency: config.hashConcurrency, onTiming: onHashTiming })
+  app.decorate('passwords', passwords)
+  app.decorate('usersRepository', createUsersRepository(app.database.db))
+  if (seed) await seedDevelopmentAccounts(app.database.db, config.seed, passwords.hash)
+}, { fastify: '5.x', name: 'users', dependencies: ['db'] })

@@ -1,0 +1,59 @@
+import { randomUUID } from 'node:crypto'
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { InvalidCredentialsError } from '../errors.js'
+import { httpError } from '../plugins/errors.js'
+import { messages } from '../messages.js'
+import { BadRequest, FieldErrors, HttpError, errorResponses } from '../schemas/errors.js'
+import { LoginBody, LoginResponse, SignupBody, SignupResponse } from '../schemas/users.js'
+
+/** POST /auth/signup and POST /auth/login: public, no token. */
+const authRoutes: FastifyPluginAsyncTypebox = async function (app) {
+  const { usersRepository, passwords } = app
+
+  app.post('/signup', {
+    config: { public: true },
+    schema: {
+      tags: ['auth'],
+      summary: 'Create an account (always ROLE_USER)',
+      body: SignupBody,
+      response: { 201: SignupResponse, 400: BadRequest, 409: FieldErrors, ...errorResponses }
+    }
+  }, async function (request, reply) {
+    const { username, password } = request.body
+    const email = request.body.email.toLowerCase()
+    const passwordHash = await passwords.hash(password)
+    const user = await usersRepository.create({ username, email, passwordHash })
+    return reply.code(201).send({ id: user.id, username: user.username, email: user.email })
+  })
+
+  app.post('/login', {
+    config: { public: true },
+    schema: {
+      tags: ['auth'],
+      summary: 'Exchange e-mail and password for a bearer token',
+      body: LoginBody,
+      response: { 200: LoginResponse, 400: BadRequest, ...errorResponses }
+    }
+  }, async function (request) {
+    const { email, password } = request.body
+    const user = await usersRepository.findByEmail(email.toLowerCase())
+    const check = await passwords.verify(user?.passwordHash, password)
+    if (!user || !check.valid) throw new InvalidCredentialsError()
+    if (check.needsRehash) {
+      try {
+        await usersRepository.updatePasswordHash(user.id, await passwords.hash(password))
+      } catch (error) {
+        request.log.warn({ err: error, userId: user.id }, 'password re-hash failed; login goes on')
+      }
+    }
+    const token = app.jwt.sign({ sub: user.username, role: user.role, uid: user.id }, { jti: randomUUID() })
+    return { id: user.id, token, username: user.username, email: user.email }
+  })
+
+  // Every path under /auth/ is public (SPEC rule 1), so an unknown one is a plain 404, token or not.
+  app.all('/*', { config: { public: true }, schema: { hide: true, response: { 404: HttpError } } }, async function (_request, reply) {
+    return reply.code(404).send(httpError(404, messages.notFound))
+  })
+}
+
+export default authRoutes

@@ -1,0 +1,62 @@
+import { randomBytes } from 'node:crypto'
+import argon2, { type HashOptions } from 'argon2'
+import { createWorkLimiter } from './work-limiter.js'
+
+export interface Argon2Cost {
+  readonly memoryCost: number
+  readonly timeCost: number
+  readonly parallelism: number
+}
+
+export interface PasswordManagerOptions {
+  readonly cost: Argon2Cost
+  readonly concurrency: number
+  /** Called with the seconds each hash or verify took (metrics). */
+  readonly onTiming?: (operation: 'hash' | 'verify', seconds: number) => void
+}
+
+export interface PasswordCheck {
+  readonly valid: boolean
+  /** The stored hash is weaker than the configured cost and should be replaced. */
+  readonly needsRehash: boolean
+}
+
+export interface PasswordManager {
+  hash (password: string): Promise<string>
+  /** Verifies against `storedHash`, or against the dummy hash when there is no account. */
+  verify (storedHash: string | undefined, password: string): Promise<PasswordCheck>
+}
+
+/** Longest login password ever hashed: anything longer is refused before argon2 runs. */
+export const MAX_LOGIN_PASSWORD = 128
+const REFUSED: PasswordCheck = Object.freeze({ valid: false, needsRehash: false })
+
+/**
+ * argon2id with the configured cost, bounded by a work limiter. An unknown e-mail is checked
+ * against a dummy hash of the same cost, so both failures take the same time.
+ */
+export async function createPasswordManager ({ cost, concurrency, onTiming }: PasswordManagerOptions): Promise<PasswordManager> {
+  const options: HashOptions = { type: argon2.argon2id, ...cost }
+  const limit = createWorkLimiter({ concurrency, maxQueue: 64, maxWaitMs: 2000 })
+  const timed = async <T>(operation: 'hash' | 'verify', work: () => Promise<T>): Promise<T> => {
+    const start = process.hrtime.bigint()
+    try {
+      return await work()
+    } finally {
+      onTiming?.(operation, Number(process.hrtime.bigint() - start) / 1e9)
+    }
+  }
+  const hash = (password: string): Promise<string> => limit(() => timed('hash', () => argon2.hash(password, options)))
+  const dummyHash = await argon2.hash(randomBytes(24).toString('base64'), options)
+
+  return {
+    hash,
+    async verify (storedHash, password) {
+      // Counted in code points like every other length; the cap keeps huge inputs off argon2.
+      if (password.length > MAX_LOGIN_PASSWORD && [...password].length > MAX_LOGIN_PASSWORD) return REFUSED
+      const matches = await limit(() => timed('verify', () => argon2.verify(storedHash ?? dummyHash, password)))
+      if (!matches || storedHash === undefined) return REFUSED
+      return { valid: true, needsRehash: argon2.needsRehash(storedHash, cost) }
+    }
+  }
+}

@@ -1,0 +1,94 @@
+import { randomBytes } from 'node:crypto'
+import postgres from 'postgres'
+import type { Test } from 'tap'
+import { buildApp, type App, type AppDependencies } from '../src/app.js'
+import { loadConfig, type Config } from '../src/config.js'
+import { connectPglite, connectPostgres, type Database } from '../src/db/client.js'
+import { migratePgliteDatabase, migratePostgresDatabase } from '../src/db/migrate.js'
+
+export type DatabaseKind = 'pglite' | 'postgres'
+
+/** PGlite always; PostgreSQL too when TEST_DATABASE_URL is set (CI sets it). */
+export function testDatabases (): DatabaseKind[] {
+  return process.env.TEST_DATABASE_URL ? ['pglite', 'postgres'] : ['pglite']
+}
+
+/** Development profile, cheap argon2, quiet: what most tests run with. */
+export function testConfig (env: Record<string, string> = {}): Config {
+  return loadConfig({
+    APP_PROFILE: 'development',
+    ARGON2_MEMORY_KIB: '256',
+    ARGON2_ITERATIONS: '1',
+    MANAGEMENT_PORT: 'off',
+    LOG_LEVEL: 'silent',
+    ...env
+  })
+}
+
+export interface TestDatabase { database: Database, url?: string }
+
+/** A fresh, migrated database of its own, dropped when the test ends. */
+export async function createTestDatabase (t: Test, kind: DatabaseKind): Promise<TestDatabase> {
+  if (kind === 'pglite') {
+    const database = await connectPglite()
+    await migratePgliteDatabase(database)
+    t.teardown(() => database.close())
+    return { database }
+  }
+  const url = await createPostgresDatabase(t)
+  await migratePostgresDatabase(url)
+  const database = connectPostgres({ url, poolMax: 10 })
+  // Registered after the drop, so it runs before it (tap runs teardowns in reverse).
+  t.teardown(() => database.close())
+  return { database, url }
+}
+
+/** An empty PostgreSQL database named at random, dropped (with its connections) at teardown. */
+export async function createPostgresDatabase (t: Test): Promise<string> {
+  const adminUrl = process.env.TEST_DATABASE_URL
+  if (!adminUrl) throw new Error('TEST_DATABASE_URL is not set')
+  const name = `ums_test_${randomBytes(6).toString('hex')}`
+  const admin = postgres(adminUrl, { max: 1, onnotice: () => {} })
+  await admin.unsafe(`create database ${name}`)
+  await admin.end()
+  t.teardown(async () => {
+    const dropper = postgres(adminUrl, { max: 1, onnotice: () => {} })
+    await dropper.unsafe(`drop database if exists ${name} with (force)`)
+    await dropper.end()
+  })
+  const url = new URL(adminUrl)
+  url.pathname = `/${name}`
+  return url.toString()
+}
+
+export interface BuildOptions extends Omit<AppDependencies, 'database'> {
+  readonly env?: Record<string, string>
+}
+
+/** The API on a fresh database of `kind`, seeded with the development accounts, closed at teardown. */
+export async function build (t: Test, kind: DatabaseKind, options: BuildOptions = {}): Promise<App & { testDatabase: TestDatabase }> {
+  const testDatabase = await createTestDatabase(t, kind)
+  const app = await buildApp(testConfig(options.env), { seed: true, ...options, database: testDatabase.database })
+  t.teardown(() => app.close())
+  await app.ready()
+  return Object.assign(app, { testDatabase })
+}
+
+export const seedAccounts = {
+  admin: { id: 1, username: 'admin', email: 'admin@example.com', password: 'Admin1234', role: 'ROLE_ADMIN' },
+  user: { id: 2, username: 'user', email: 'user@example.com', password: 'User12345', role: 'ROLE_USER' }
+} as const
+
+/** Logs in through the API and returns the bearer token. */
+export async function login (app: App, email: string, password: string): Promise<string> {
+  const response = await app.inject({ method: 'POST', url: '/auth/login', payload: { email, password } })
+  if (response.statusCode !== 200) throw new Error(`login failed: ${response.statusCode} ${response.body}`)
+  return response.json().token
+}
+
+let counter = 0
+/** A username and e-mail no other test of this process uses. */
+export function uniqueUser (prefix = 'u') {
+  const tag = `${prefix}${process.pid.toString(36)}${(counter++).toString(36)}`.slice(0, 20)
+  return { username: tag, email: `${tag}@example.com`, password: 'Secreto123' }
+}

@@ -1,0 +1,89 @@
+import t from 'tap'
+import { build, seedAccounts, testDatabases, uniqueUser } from '../helper.js'
+
+const decodeClaims = (token: string) => JSON.parse(Buffer.from(token.split('.')[1], 'base64url').toString())
+const decodeHeader = (token: string) => JSON.parse(Buffer.from(token.split('.')[0], 'base64url').toString())
+
+for (const kind of testDatabases()) {
+  t.test(`auth routes on ${kind}`, async (t) => {
+    const app = await build(t, kind)
+
+    t.test('sign-up creates a ROLE_USER account and answers 201 with id, username and lower-cased e-mail', async (t) => {
+      const user = uniqueUser('su')
+      const response = await app.inject({ method: 'POST', url: '/auth/signup', payload: { ...user, email: user.email.toUpperCase(), role: 'ROLE_ADMIN' } })
+      t.equal(response.statusCode, 201)
+      const body = response.json()
+      t.same(body, { id: body.id, username: user.username, email: user.email })
+      t.ok(Number.isInteger(body.id) && body.id > 2)
+      t.equal(response.headers['content-type'], 'application/json; charset=utf-8')
+
+      const token = (await app.inject({ method: 'POST', url: '/auth/login', payload: { email: user.email, password: user.password } })).json().token
+      const me = await app.inject({ method: 'GET', url: '/users/me', headers: { authorization: `Bearer ${token}` } })
+      t.equal(me.statusCode, 200, 'the role field was ignored: the account is ROLE_USER')
+      t.same(me.json(), { id: body.id, username: user.username, email: user.email, role: 'ROLE_USER' })
+    })
+
+    t.test('sign-up with invalid fields answers 400 with one message per field', async (t) => {
+      const response = await app.inject({ method: 'POST', url: '/auth/signup', payload: { username: 'ab', email: 'not-an-email', password: 'sinnumeros' } })
+      t.equal(response.statusCode, 400)
+      t.same(response.json(), {
+        username: 'El username debe tener entre 3 y 20 caracteres',
+        email: 'El email debe ser valido',
+        password: 'La password debe tener al menos una numero, una letra minuscula y una letra mayuscula'
+      })
+    })
+
+    t.test('sign-up without a body answers 400', async (t) => {
+      const response = await app.inject({ method: 'POST', url: '/auth/signup' })
+      t.equal(response.statusCode, 400)
+      t.same(response.json(), { statusCode: 400, error: 'Bad Request', message: 'El cuerpo de la petición es obligatorio' })
+    })
+
+    t.test('duplicate e-mail and username (any case) answer 409 naming each field', async (t) => {
+      const user = uniqueUser('dup')
+      t.equal((await app.inject({ method: 'POST', url: '/auth/signup', payload: user })).statusCode, 201)
+      const both = await app.inject({ method: 'POST', url: '/auth/signup', payload: { ...user, username: user.username.toUpperCase() } })
+      t.equal(both.statusCode, 409)
+      t.same(both.json(), { email: 'El email ya está registrado', username: 'El username ya está en uso' })
+      const emailOnly = await app.inject({ method: 'POST', url: '/auth/signup', payload: { ...user, username: 'otro' + user.username.slice(0, 10) } })
+      t.equal(emailOnly.statusCode, 409)
+      t.same(emailOnly.json(), { email: 'El email ya está registrado' })
+      const usernameOnly = await app.inject({ method: 'POST', url: '/auth/signup', payload: { ...user, email: 'otro.' + user.email } })
+      t.equal(usernameOnly.statusCode, 409)
+      t.same(usernameOnly.json(), { username: 'El username ya está en uso' })
+    })
+
+    t.test('login answers 200 with exactly id, token, username and e-mail, and a §6 token', async (t) => {
+      const response = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: 'ADMIN@example.com', password: seedAccounts.admin.password } })
+      t.equal(response.statusCode, 200)
+      t.equal(response.headers['cache-control'], 'no-store')
+      const body = response.json()
+      t.same(Object.keys(body).sort(), ['email', 'id', 'token', 'username'])
+      t.same({ ...body, token: 'x' }, { id: 1, token: 'x', username: 'admin', email: 'admin@example.com' })
+      t.same(decodeHeader(body.token), { alg: 'HS256', typ: 'at+jwt' })
+      const claims = decodeClaims(body.token)
+      t.match(claims, { sub: 'admin', role: 'ROLE_ADMIN', uid: 1, iss: 'user-management', aud: 'user-management', jti: /^[0-9a-f-]{36}$/ })
+      t.equal(claims.exp - claims.iat, 86400)
+    })
+
+    t.test('wrong password and unknown e-mail get the same 401', async (t) => {
+      const expected = { statusCode: 401, error: 'Unauthorized', message: 'Credenciales inválidas' }
+      const wrong = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: seedAccounts.user.email, password: 'Wrong12345' } })
+      const unknown = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: 'nadie@example.com', password: 'Wrong12345' } })
+      t.equal(wrong.statusCode, 401)
+      t.same(wrong.json(), expected)
+      t.equal(unknown.statusCode, 401)
+      t.same(unknown.json(), expected)
+      t.notOk(wrong.headers['www-authenticate'], 'login\'s 401 carries no WWW-Authenticate')
+    })
+
+    t.test('login validates presence, type and e-mail format only', async (t) => {
+      const response = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: 'x', password: 1 } })
+      t.equal(response.statusCode, 400)
+      t.same(response.json(), { email: 'El email debe ser valido', password: 'La password debe ser un texto' })
+      const weak = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: 'a@example.com', password: 'abc' } })
+      t.equal(weak.statusCode, 401, 'a password that breaks the sign-up rules is still just checked')
+      t.same(weak.json(), { statusCode: 401, error: 'Unauthorized', message: 'Credenciales inválidas' })
+    })
+  })
+}
