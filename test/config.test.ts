@@ -1,0 +1,105 @@
+import t from 'tap'
+import { DEV_JWT_SECRET, loadConfig } from '../src/config.js'
+
+const strongSecret = 'k3Jd9sQ2mX7vB1nZ8pL4wR6tY0uE5aC2fH9gK1jM3qS7xV0b'
+const production = { APP_PROFILE: 'production', DATABASE_URL: 'postgres://db.internal:5432/users', JWT_SECRET: strongSecret }
+
+t.test('development defaults follow CONTRACT §1', async (t) => {
+  const config = loadConfig({})
+  t.match(config, {
+    profile: 'development',
+    port: 8080,
+    host: '127.0.0.1',
+    databaseUrl: undefined,
+    jwt: { secret: DEV_JWT_SECRET, previousSecret: undefined, expirationMs: 86_400_000, issuer: 'user-management', audience: 'user-management' },
+    logLevel: 'info',
+    management: { port: 9090, host: '127.0.0.1' },
+    trustProxy: false,
+    argon2: { memoryCost: 19456, timeCost: 2, parallelism: 1 },
+    dbPoolMax: 10,
+    redisUrl: undefined,
+    rateLimits: true,
+    corsOrigins: [],
+    shutdownDrainMs: 0,
+    seed: { admin: { email: 'admin@example.com', password: 'Admin1234' }, user: { email: 'user@example.com', password: 'User12345' } }
+  })
+  t.ok(config.hashConcurrency >= 1)
+  t.ok(Object.isFrozen(config) && Object.isFrozen(config.jwt), 'the configuration is frozen')
+})
+
+t.test('production defaults: all interfaces, a drain delay', async (t) => {
+  const config = loadConfig(production)
+  t.equal(config.host, '0.0.0.0')
+  t.equal(config.management.host, '0.0.0.0')
+  t.equal(config.shutdownDrainMs, 5000)
+  t.equal(config.jwt.secret, strongSecret)
+})
+
+t.test('values are parsed into their types', async (t) => {
+  const config = loadConfig({
+    PORT: '3000', MANAGEMENT_PORT: 'off', TRUST_PROXY: '10.0.0.0/8, 192.168.1.1', JWT_EXPIRATION: '60000',
+    RATE_LIMITS: 'off', CORS_ORIGINS: 'https://a.example.com,https://b.example.com', HASH_CONCURRENCY: '3', EMPTY: ''
+  })
+  t.equal(config.port, 3000)
+  t.equal(config.management.port, null)
+  t.same(config.trustProxy, ['10.0.0.0/8', '192.168.1.1'])
+  t.equal(config.jwt.expirationMs, 60000)
+  t.equal(config.rateLimits, false)
+  t.same(config.corsOrigins, ['https://a.example.com', 'https://b.example.com'])
+  t.equal(config.hashConcurrency, 3)
+  t.equal(loadConfig({ TRUST_PROXY: '2' }).trustProxy, 2)
+  t.equal(loadConfig({ PORT: '' }).port, 8080, 'an empty variable counts as unset')
+})
+
+const invalid: Array<[string, Record<string, string>, string]> = [
+  ['PORT', { PORT: '0' }, 'Invalid configuration: PORT must be an integer from 1 to 65535 (got "0")'],
+  ['PORT', { PORT: '65536' }, 'Invalid configuration: PORT must be an integer from 1 to 65535 (got "65536")'],
+  ['PORT', { PORT: 'abc' }, 'Invalid configuration: PORT must be an integer from 1 to 65535 (got "abc")'],
+  ['JWT_EXPIRATION', { JWT_EXPIRATION: '-1' }, 'Invalid configuration: JWT_EXPIRATION must be a positive integer (milliseconds) (got "-1")'],
+  ['JWT_EXPIRATION', { JWT_EXPIRATION: '0' }, 'Invalid configuration: JWT_EXPIRATION must be a positive integer (milliseconds) (got "0")'],
+  ['APP_PROFILE', { APP_PROFILE: 'staging' }, 'Invalid configuration: APP_PROFILE must be "development" or "production" (got "staging")'],
+  ['LOG_LEVEL', { LOG_LEVEL: 'verbose' }, 'Invalid configuration: LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent (got "verbose")'],
+  ['MANAGEMENT_PORT', { MANAGEMENT_PORT: 'on' }, 'Invalid configuration: MANAGEMENT_PORT must be an integer from 1 to 65535, or "off" (got "on")'],
+  ['TRUST_PROXY', { TRUST_PROXY: 'yes' }, 'Invalid configuration: TRUST_PROXY must be false, true, a hop count or a comma-separated list of addresses/CIDRs (got "yes")'],
+  ['TRUST_PROXY', { TRUST_PROXY: '10.0.0.0/40' }, 'Invalid configuration: TRUST_PROXY has an invalid address or CIDR (got "10.0.0.0/40")'],
+  ['DATABASE_URL', { DATABASE_URL: 'mysql://x' }, 'Invalid configuration: DATABASE_URL must be a postgres:// or postgresql:// URL (got "mysql://x")'],
+  ['RATE_LIMITS', { RATE_LIMITS: 'yes' }, 'Invalid configuration: RATE_LIMITS must be "on" or "off" (got "yes")'],
+  ['DB_POOL_MAX', { DB_POOL_MAX: '0' }, 'Invalid configuration: DB_POOL_MAX must be an integer from 1 to 500 (got "0")'],
+  ['HASH_CONCURRENCY', { HASH_CONCURRENCY: '1.5' }, 'Invalid configuration: HASH_CONCURRENCY must be an integer from 1 to 128 (got "1.5")'],
+  ['REDIS_URL', { REDIS_URL: 'localhost:6379' }, 'Invalid configuration: REDIS_URL must be a redis:// or rediss:// URL (got "localhost:6379")'],
+  ['CORS_ORIGINS', { CORS_ORIGINS: '*' }, 'Invalid configuration: CORS_ORIGINS must be a comma-separated list of origins such as https://app.example.com (got "*")'],
+  ['SHUTDOWN_DRAIN_MS', { SHUTDOWN_DRAIN_MS: '-5' }, 'Invalid configuration: SHUTDOWN_DRAIN_MS must be a non-negative integer (milliseconds) (got "-5")'],
+  ['ARGON2_MEMORY_KIB', { ARGON2_MEMORY_KIB: 'lots' }, 'Invalid configuration: ARGON2_MEMORY_KIB must be a positive integer (KiB) (got "lots")']
+]
+for (const [variable, env, message] of invalid) {
+  t.test(`a malformed ${variable} (${JSON.stringify(env)}) is refused in one line`, async (t) => {
+    t.throws(() => loadConfig(env), { name: 'ConfigError', message })
+  })
+}
+
+const refusedInProduction: Array<[string, Record<string, string | undefined>, string]> = [
+  ['DATABASE_URL', { DATABASE_URL: undefined }, 'Invalid configuration: DATABASE_URL is required in production'],
+  ['JWT_SECRET', { JWT_SECRET: undefined }, 'Invalid configuration: JWT_SECRET is required in production'],
+  ['JWT_SECRET', { JWT_SECRET: 'short-secret' }, 'Invalid configuration: JWT_SECRET must be at least 32 bytes long in production'],
+  ['JWT_SECRET', { JWT_SECRET: 'a'.repeat(64) }, 'Invalid configuration: JWT_SECRET must not be one repeated character'],
+  ['JWT_SECRET', { JWT_SECRET: '<SIGNING_SECRET>' }, 'Invalid configuration: JWT_SECRET is the placeholder or development secret; use a strong random value'],
+  ['JWT_SECRET', { JWT_SECRET: DEV_JWT_SECRET }, 'Invalid configuration: JWT_SECRET is the placeholder or development secret; use a strong random value'],
+  ['JWT_SECRET_PREVIOUS', { JWT_SECRET_PREVIOUS: 'weak' }, 'Invalid configuration: JWT_SECRET_PREVIOUS must be at least 32 bytes long in production'],
+  ['TRUST_PROXY', { TRUST_PROXY: 'true' }, 'Invalid configuration: TRUST_PROXY must not be "true" in production: it would believe any client\'s X-Forwarded-For; give the balancers\' hop count or addresses'],
+  ['DEV_ADMIN_EMAIL', { DEV_ADMIN_EMAIL: 'root@example.com' }, 'Invalid configuration: DEV_ADMIN_EMAIL must not be set in production (development seed accounts only)'],
+  ['DEV_USER_PASSWORD', { DEV_USER_PASSWORD: 'x' }, 'Invalid configuration: DEV_USER_PASSWORD must not be set in production (development seed accounts only)'],
+  ['ARGON2_MEMORY_KIB', { ARGON2_MEMORY_KIB: '1024' }, 'Invalid configuration: ARGON2_MEMORY_KIB must be at least 19456 in production (OWASP minimum for argon2id)'],
+  ['ARGON2_ITERATIONS', { ARGON2_ITERATIONS: '1' }, 'Invalid configuration: ARGON2_ITERATIONS must be at least 2 in production (OWASP minimum for argon2id)']
+]
+for (const [variable, overrides, message] of refusedInProduction) {
+  t.test(`production refuses ${variable} ${JSON.stringify(overrides)}`, async (t) => {
+    t.throws(() => loadConfig({ ...production, ...overrides }), { name: 'ConfigError', message })
+  })
+}
+
+t.test('development accepts what production refuses (cheap argon2, seed overrides)', async (t) => {
+  const config = loadConfig({ ARGON2_MEMORY_KIB: '64', ARGON2_ITERATIONS: '1', DEV_ADMIN_EMAIL: 'root@example.com', TRUST_PROXY: 'true' })
+  t.equal(config.argon2.memoryCost, 64)
+  t.equal(config.seed.admin.email, 'root@example.com')
+  t.equal(config.trustProxy, true)
+})
