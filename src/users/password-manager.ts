@@ -27,6 +27,19 @@ export interface PasswordManager {
   verify (storedHash: string | undefined, password: string): Promise<PasswordCheck>
 }
 
+const PHC_PARAMS = /^\$argon2id\$v=19\$m=(\d+),t=(\d+),p=(\d+)\$|^\$argon2id\$v=19\$m=(\d+),p=(\d+),t=(\d+)\$/
+
+/**
+ * True when a hash is not argon2id v19 or any of its costs is below the configured one.
+ * argon2.needsRehash also flags stronger hashes, which would weaken them on login.
+ */
+export function weakerThan (storedHash: string, cost: Argon2Cost): boolean {
+  const match = PHC_PARAMS.exec(storedHash)
+  if (!match) return true
+  const [m, t, p] = match[1] ? [match[1], match[2], match[3]] : [match[4], match[6], match[5]]
+  return Number(m) < cost.memoryCost || Number(t) < cost.timeCost || Number(p) < cost.parallelism
+}
+
 /** Longest login password ever hashed: anything longer is refused before argon2 runs. */
 export const MAX_LOGIN_PASSWORD = 128
 const REFUSED: PasswordCheck = Object.freeze({ valid: false, needsRehash: false })
@@ -56,7 +69,7 @@ export async function createPasswordManager ({ cost, concurrency, onTiming }: Pa
       if (password.length > MAX_LOGIN_PASSWORD && [...password].length > MAX_LOGIN_PASSWORD) return REFUSED
       const matches = await limit(() => timed('verify', () => argon2.verify(storedHash ?? dummyHash, password)))
       if (!matches || storedHash === undefined) return REFUSED
-      return { valid: true, needsRehash: argon2.needsRehash(storedHash, cost) }
+      return { valid: true, needsRehash: weakerThan(storedHash, cost) }
     }
   }
 }

@@ -1,0 +1,155 @@
+import t from 'tap'
+import { build, testDatabases } from '../helper.js'
+
+const M = {
+  usernameMissing: 'El username es obligatorio',
+  usernameType: 'El username debe ser un texto',
+  usernameLength: 'El username debe tener entre 3 y 20 caracteres',
+  usernameControl: 'El username no puede contener caracteres de control',
+  emailMissing: 'El email es obligatorio',
+  emailType: 'El email debe ser un texto',
+  emailInvalid: 'El email debe ser valido',
+  passwordMissing: 'La password es obligatoria',
+  passwordType: 'La password debe ser un texto',
+  passwordLength: 'La password debe tener entre 8 y 16 caracteres',
+  passwordComposition: 'La password debe tener al menos una numero, una letra minuscula y una letra mayuscula'
+}
+const general = (statusCode: number, error: string, message: string) => ({ statusCode, error, message })
+
+let n = 0
+const valid = () => {
+  n++
+  return { username: `val${process.pid % 1000}x${n}`, email: `val${process.pid}.${n}@example.com`, password: 'Secreto123' }
+}
+
+// [what, overrides of a valid body, expected 400 body]
+const fieldCases: Array<[string, Record<string, unknown>, Record<string, string>]> = [
+  ['username missing', { username: undefined }, { username: M.usernameMissing }],
+  ['username empty', { username: '' }, { username: M.usernameMissing }],
+  ['username blank', { username: '    ' }, { username: M.usernameMissing }],
+  ['username of 2 code points', { username: 'ab' }, { username: M.usernameLength }],
+  ['username of 2 code points with an accent', { username: 'jé' }, { username: M.usernameLength }],
+  ['username of 21 code points', { username: 'a'.repeat(21) }, { username: M.usernameLength }],
+  ['username of 21 code points with emoji', { username: '😀'.repeat(21) }, { username: M.usernameLength }],
+  ['username with a control character', { username: 'ana\u0007x' }, { username: M.usernameControl }],
+  ['username with a newline', { username: 'ana\nlopez' }, { username: M.usernameControl }],
+  ['email missing', { email: undefined }, { email: M.emailMissing }],
+  ['email empty', { email: '' }, { email: M.emailMissing }],
+  ['email blank', { email: '  ' }, { email: M.emailMissing }],
+  ['email without @', { email: 'ana.example.com' }, { email: M.emailInvalid }],
+  ['email without a dot in the domain', { email: 'ana@localhost' }, { email: M.emailInvalid }],
+  ['email with spaces', { email: 'ana lopez@example.com' }, { email: M.emailInvalid }],
+  ['email of 255 characters', { email: 'a'.repeat(243) + '@example.com' }, { email: M.emailInvalid }],
+  ['password missing', { password: undefined }, { password: M.passwordMissing }],
+  ['password empty', { password: '' }, { password: M.passwordMissing }],
+  ['password of 7', { password: 'Secre12' }, { password: M.passwordLength }],
+  ['password of 17', { password: 'Secreto123456789A' }, { password: M.passwordLength }],
+  ['password of 17 failing composition too: length wins', { password: 'a'.repeat(17) }, { password: M.passwordLength }],
+  ['password without a digit', { password: 'SecretoSecreto' }, { password: M.passwordComposition }],
+  ['password without a lowercase letter', { password: 'SECRETO123' }, { password: M.passwordComposition }],
+  ['password without an uppercase letter', { password: 'secreto123' }, { password: M.passwordComposition }],
+  ['every field failing at once', { username: 'x', email: 'no', password: 'short' }, { username: M.usernameLength, email: M.emailInvalid, password: M.passwordLength }],
+  ['every field missing', { username: undefined, email: undefined, password: undefined }, { username: M.usernameMissing, email: M.emailMissing, password: M.passwordMissing }]
+]
+const wrongTypes: Array<[string, unknown]> = [['a number', 12345678], ['null', null], ['an array', ['Secreto123']], ['an object', { value: 'Secreto123' }], ['a boolean', true]]
+const typeMessages = { username: M.usernameType, email: M.emailType, password: M.passwordType }
+
+// Bodies that are accepted at the boundaries (201).
+const accepted: Array<[string, Record<string, unknown>]> = [
+  ['username of 3 code points with an accent', { username: 'Jé1' }],
+  ['username of 20 code points with emoji', { username: '😀'.repeat(19) + 'z' }],
+  ['password of exactly 8', { password: 'Secret12' }],
+  ['password of exactly 16', { password: 'Secreto123456789' }],
+  ['password with accented letters and spaces kept as is', { password: ' Ñandú 12 ' }],
+  ['email of exactly 254 characters', { email: 'b'.repeat(242) + '@example.com' }]
+]
+
+for (const kind of testDatabases()) {
+  t.test(`sign-up validation on ${kind}`, async (t) => {
+    const app = await build(t, kind)
+    const signup = (payload: unknown, headers: Record<string, string> = {}) =>
+      app.inject({ method: 'POST', url: '/auth/signup', payload: payload as object, headers })
+
+    for (const [what, overrides, expected] of fieldCases) {
+      t.test(what, async (t) => {
+        const response = await signup({ ...valid(), ...overrides })
+        t.equal(response.statusCode, 400)
+        t.same(response.json(), expected)
+      })
+    }
+
+    for (const field of ['username', 'email', 'password'] as const) {
+      for (const [what, value] of wrongTypes) {
+        t.test(`${field} as ${what}`, async (t) => {
+          const response = await signup({ ...valid(), [field]: value })
+          t.equal(response.statusCode, 400)
+          t.same(response.json(), { [field]: typeMessages[field] })
+        })
+      }
+    }
+
+    for (const [what, overrides] of accepted) {
+      t.test(`accepted: ${what}`, async (t) => {
+        const body = { ...valid(), ...overrides }
+        const response = await signup(body)
+        t.equal(response.statusCode, 201)
+        t.same(response.json(), { id: response.json().id, username: body.username, email: String(body.email).toLowerCase() })
+        const login = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: body.email, password: body.password } })
+        t.equal(login.statusCode, 200, 'the password is compared exactly as received')
+        const trimmed = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: body.email, password: String(body.password).trim() + (String(body.password).trim() === body.password ? 'x' : '') } })
+        t.equal(trimmed.statusCode, 401, 'a changed password is refused')
+      })
+    }
+
+    t.test('unknown fields are ignored and a role never applies', async (t) => {
+      const body = { ...valid(), role: 'ROLE_ADMIN', id: 999, extra: { a: 1 } }
+      const response = await signup(body)
+      t.equal(response.statusCode, 201)
+      t.same(response.json(), { id: response.json().id, username: body.username, email: body.email })
+      t.not(response.json().id, 999)
+    })
+
+    t.test('bodies that are not a JSON object', async (t) => {
+      const cases: Array<[string, () => ReturnType<typeof signup>, number, object]> = [
+        ['no body', () => signup(undefined), 400, general(400, 'Bad Request', 'El cuerpo de la petición es obligatorio')],
+        ['an empty JSON body', () => signup('', { 'content-type': 'application/json' }), 400, general(400, 'Bad Request', 'El cuerpo de la petición es obligatorio')],
+        ['malformed JSON', () => signup('{"username": ', { 'content-type': 'application/json' }), 400, general(400, 'Bad Request', 'El cuerpo de la petición no es un JSON válido')],
+        ['a JSON array', () => signup('[1,2]', { 'content-type': 'application/json' }), 400, general(400, 'Bad Request', 'El cuerpo de la petición debe ser un objeto JSON')],
+        ['a JSON string', () => signup('"hola"', { 'content-type': 'application/json' }), 400, general(400, 'Bad Request', 'El cuerpo de la petición debe ser un objeto JSON')],
+        ['JSON null', () => signup('null', { 'content-type': 'application/json' }), 400, general(400, 'Bad Request', 'El cuerpo de la petición debe ser un objeto JSON')],
+        ['text/plain', () => signup('username=ana', { 'content-type': 'text/plain' }), 415, general(415, 'Unsupported Media Type', 'Tipo de contenido no soportado')],
+        ['a form', () => signup('username=ana', { 'content-type': 'application/x-www-form-urlencoded' }), 415, general(415, 'Unsupported Media Type', 'Tipo de contenido no soportado')],
+        ['over 16 KiB', () => signup(JSON.stringify({ ...valid(), pad: 'x'.repeat(16 * 1024) }), { 'content-type': 'application/json' }), 413, general(413, 'Payload Too Large', 'El cuerpo de la petición es demasiado grande')]
+      ]
+      for (const [what, send, status, body] of cases) {
+        const response = await send()
+        t.equal(response.statusCode, status, what)
+        t.same(response.json(), body, what)
+      }
+    })
+
+    t.test('login bodies get the same treatment', async (t) => {
+      const absent = await app.inject({ method: 'POST', url: '/auth/login' })
+      t.equal(absent.statusCode, 400)
+      t.same(absent.json(), general(400, 'Bad Request', 'El cuerpo de la petición es obligatorio'))
+      const missing = await app.inject({ method: 'POST', url: '/auth/login', payload: {} })
+      t.equal(missing.statusCode, 400)
+      t.same(missing.json(), { email: M.emailMissing, password: M.passwordMissing })
+      const types = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: ['a@b.co'], password: null } })
+      t.equal(types.statusCode, 400)
+      t.same(types.json(), { email: M.emailType, password: M.passwordType })
+    })
+
+    t.test('__proto__ and constructor keys never reach an object', async (t) => {
+      const body = valid()
+      const raw = `{"__proto__": {"role": "ROLE_ADMIN", "polluted": true}, "constructor": {"prototype": {"polluted": true}}, "username": "${body.username}", "email": "${body.email}", "password": "${body.password}"}`
+      const response = await signup(raw, { 'content-type': 'application/json' })
+      t.equal(response.statusCode, 201)
+      t.same(response.json(), { id: response.json().id, username: body.username, email: body.email })
+      t.equal(({} as Record<string, unknown>).polluted, undefined, 'Object.prototype is untouched')
+      const token = (await app.inject({ method: 'POST', url: '/auth/login', payload: { email: body.email, password: body.password } })).json().token
+      const listing = await app.inject({ method: 'GET', url: '/admin/users', headers: { authorization: `Bearer ${token}` } })
+      t.equal(listing.statusCode, 403, 'the account is not an admin')
+    })
+  })
+}
