@@ -27,17 +27,18 @@ export interface PasswordManager {
   verify (storedHash: string | undefined, password: string): Promise<PasswordCheck>
 }
 
-const PHC_PARAMS = /^\$argon2id\$v=19\$m=(\d+),t=(\d+),p=(\d+)\$|^\$argon2id\$v=19\$m=(\d+),p=(\d+),t=(\d+)\$/
+const PHC_ARGON2ID_V19 = /^\$argon2id\$v=19\$([a-z]=\d+(?:,[a-z]=\d+)*)\$/
 
 /**
  * True when a hash is not argon2id v19 or any of its costs is below the configured one.
  * argon2.needsRehash also flags stronger hashes, which would weaken them on login.
  */
 export function weakerThan (storedHash: string, cost: Argon2Cost): boolean {
-  const match = PHC_PARAMS.exec(storedHash)
+  const match = PHC_ARGON2ID_V19.exec(storedHash)
   if (!match) return true
-  const [m, t, p] = match[1] ? [match[1], match[2], match[3]] : [match[4], match[6], match[5]]
-  return Number(m) < cost.memoryCost || Number(t) < cost.timeCost || Number(p) < cost.parallelism
+  const params = Object.fromEntries(match[1].split(',').map((pair) => pair.split('=')))
+  // A missing parameter compares as NaN, which is never "at least" the cost.
+  return !(Number(params.m) >= cost.memoryCost && Number(params.t) >= cost.timeCost && Number(params.p) >= cost.parallelism)
 }
 
 /** Longest login password ever hashed: anything longer is refused before argon2 runs. */
