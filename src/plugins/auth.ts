@@ -43,6 +43,20 @@ declare module 'fastify' {
 const MAX_AUTHORIZATION_BYTES = 4096
 const FUTURE_LEEWAY_S = 30
 const BEARER = /^bearer ([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*)$/i
+// users.id is a PostgreSQL integer: a larger uid would make the look-up fail, not miss.
+const MAX_UID = 2_147_483_647
+
+const isExpired = (error: unknown) => (error as { code?: string }).code === 'FST_JWT_AUTHORIZATION_TOKEN_EXPIRED'
+
+/** The claims fast-jwt does not type-check, and the 30 s allowed for clock skew on iat and nbf. */
+function validClaims (claims: TokenClaims): boolean {
+  const latest = Date.now() / 1000 + FUTURE_LEEWAY_S
+  const notInFuture = (value: unknown) => typeof value === 'number' && value <= latest
+  return typeof claims.sub === 'string' && claims.sub !== '' && ROLES.includes(claims.role) &&
+    Number.isSafeInteger(claims.uid) && claims.uid >= 1 && claims.uid <= MAX_UID &&
+    typeof claims.jti === 'string' && claims.jti !== '' &&
+    notInFuture(claims.iat) && (claims.nbf === undefined || notInFuture(claims.nbf))
+}
 
 /**
  * Token checking for every route that does not opt out with `config.public`, then the
@@ -76,11 +90,13 @@ export default fp<{ jwt: Config['jwt'] }>(async function authPlugin (app, { jwt:
     try {
       return await request.jwtVerify()
     } catch (error) {
-      if (!settings.previousSecret || (error as { code?: string }).code === 'FST_JWT_AUTHORIZATION_TOKEN_EXPIRED') throw error
+      // An expired token passed its signature check already: no other secret can save it.
+      if (!settings.previousSecret || isExpired(error)) throw error
       try {
         return await request.previousJwtVerify()
-      } catch {
-        throw error
+      } catch (previousError) {
+        // Signed with the former secret but expired: say so, rather than "invalid".
+        throw isExpired(previousError) ? previousError : error
       }
     }
   }
@@ -89,26 +105,30 @@ export default fp<{ jwt: Config['jwt'] }>(async function authPlugin (app, { jwt:
     try {
       await checkToken(request)
     } catch (error) {
-      reply.header('www-authenticate', error instanceof TokenMissingError ? 'Bearer' : 'Bearer error="invalid_token"')
+      // Only token failures challenge the client; a database outage stays a plain 503.
+      if (error instanceof TokenMissingError) reply.header('www-authenticate', 'Bearer')
+      else if (error instanceof TokenInvalidError || error instanceof TokenExpiredError) reply.header('www-authenticate', 'Bearer error="invalid_token"')
       throw error
     }
   }
 
   async function checkToken (request: FastifyRequest): Promise<void> {
     const header = request.headers.authorization
-    if (header === undefined || !/^bearer(\s|$)/i.test(header)) throw new TokenMissingError()
-    if (header.length > MAX_AUTHORIZATION_BYTES || !BEARER.test(header)) throw new TokenInvalidError()
+    if (header === undefined) throw new TokenMissingError()
+    // Checked first, so no parsing or hashing is spent on an oversized header.
+    if (header.length > MAX_AUTHORIZATION_BYTES) throw new TokenInvalidError()
+    // Another scheme (Basic, a bare token) or a bare "Bearer" carries no bearer token
+    // (RFC 6750 §3: the challenge then has no error code).
+    if (!/^bearer\s+\S/i.test(header)) throw new TokenMissingError()
+    // Exactly one space and the three compact segments, as Spring's resolver demands.
+    if (!BEARER.test(header)) throw new TokenInvalidError()
     let claims: TokenClaims
     try {
       claims = await verifyToken(request)
     } catch (error) {
-      throw (error as { code?: string }).code === 'FST_JWT_AUTHORIZATION_TOKEN_EXPIRED' ? new TokenExpiredError() : new TokenInvalidError()
+      throw isExpired(error) ? new TokenExpiredError() : new TokenInvalidError()
     }
-    const latest = Date.now() / 1000 + FUTURE_LEEWAY_S
-    if (typeof claims.sub !== 'string' || !ROLES.includes(claims.role) || !Number.isSafeInteger(claims.uid) || claims.uid < 1 ||
-        typeof claims.iat !== 'number' || claims.iat > latest || (claims.nbf !== undefined && (typeof claims.nbf !== 'number' || claims.nbf > latest))) {
-      throw new TokenInvalidError()
-    }
+    if (!validClaims(claims)) throw new TokenInvalidError()
     // A deleted user's token dies with the user: one primary-key look-up.
     request.account = (await app.usersRepository.findById(claims.uid)) ?? null
     if (!request.account) throw new TokenInvalidError()
