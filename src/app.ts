@@ -3,6 +3,7 @@ import type { Server } from 'node:http'
 import Fastify, { type FastifyServerOptions } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import sensible from '@fastify/sensible'
+import cors from '@fastify/cors'
 import swagger from '@fastify/swagger'
 import type { Config } from './config.js'
 import type { Database } from './db/client.js'
@@ -10,6 +11,8 @@ import dbPlugin from './plugins/db.js'
 import usersPlugin from './plugins/users.js'
 import authPlugin from './plugins/auth.js'
 import errorsPlugin from './plugins/errors.js'
+import rateLimitPlugin from './plugins/rate-limit.js'
+import loginLimiterPlugin from './plugins/login-limiter.js'
 import authRoutes from './routes/auth.js'
 import usersRoutes from './routes/users.js'
 import adminRoutes from './routes/admin.js'
@@ -23,6 +26,8 @@ export interface AppDependencies {
   readonly seed?: boolean
   readonly logger?: FastifyServerOptions['logger']
   readonly onHashTiming?: (operation: 'hash' | 'verify', seconds: number) => void
+  /** Prefix of the abuse-limit keys in Redis (tests give each case its own). */
+  readonly limitsKeyPrefix?: string
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/
@@ -57,6 +62,8 @@ export async function buildApp (config: Config, deps: AppDependencies = {}) {
 
   // Ecosystem plugins.
   await app.register(sensible, { sharedSchemaId: HTTP_ERROR_ID })
+  // No CORS headers at all unless origins are listed (CONTRACT §4).
+  if (config.corsOrigins.length > 0) await app.register(cors, { origin: [...config.corsOrigins] })
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',
@@ -71,6 +78,8 @@ export async function buildApp (config: Config, deps: AppDependencies = {}) {
   await app.register(usersPlugin, { config, seed, onHashTiming: deps.onHashTiming })
   await app.register(authPlugin, { jwt: config.jwt })
   await app.register(errorsPlugin)
+  await app.register(rateLimitPlugin, { config, keyPrefix: deps.limitsKeyPrefix })
+  await app.register(loginLimiterPlugin, { config })
 
   app.addHook('onSend', async (request, reply) => {
     reply.header('x-content-type-options', 'nosniff')

@@ -3,6 +3,8 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { InvalidCredentialsError } from '../errors.js'
 import { httpError } from '../plugins/errors.js'
 import { messages } from '../messages.js'
+import { SIGNUP_RATE_LIMIT } from '../plugins/rate-limit.js'
+import { requestSecurityEvent } from '../security-events.js'
 import { BadRequest, FieldErrors, HttpError, errorResponses } from '../schemas/errors.js'
 import { LoginBody, LoginResponse, SignupBody, SignupResponse } from '../schemas/users.js'
 
@@ -11,7 +13,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async function (app) {
   const { usersRepository, passwords } = app
 
   app.post('/signup', {
-    config: { public: true },
+    config: { public: true, rateLimit: SIGNUP_RATE_LIMIT },
     schema: {
       tags: ['auth'],
       summary: 'Create an account (always ROLE_USER)',
@@ -23,6 +25,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async function (app) {
     const email = request.body.email.toLowerCase()
     const passwordHash = await passwords.hash(password)
     const user = await usersRepository.create({ username, email, passwordHash })
+    requestSecurityEvent(request, 'user_created', { userId: user.id })
     return reply.code(201).send({ id: user.id, username: user.username, email: user.email })
   })
 
@@ -34,11 +37,18 @@ const authRoutes: FastifyPluginAsyncTypebox = async function (app) {
       body: LoginBody,
       response: { 200: LoginResponse, 400: BadRequest, ...errorResponses }
     }
-  }, async function (request) {
+  }, async function (request, reply) {
     const { email, password } = request.body
+    // §9: counted (or refused with 429) before any hashing, whether the account exists or not.
+    const attempt = await app.loginLimiter.begin(request, reply, email.toLowerCase())
     const user = await usersRepository.findByEmail(email.toLowerCase())
     const check = await passwords.verify(user?.passwordHash, password)
-    if (!user || !check.valid) throw new InvalidCredentialsError()
+    if (!user || !check.valid) {
+      requestSecurityEvent(request, 'authn_login_fail', user ? { userId: user.id } : { emailHmac: attempt.emailHmac })
+      throw new InvalidCredentialsError()
+    }
+    await attempt.succeeded()
+    requestSecurityEvent(request, 'authn_login_success', { userId: user.id })
     if (check.needsRehash) {
       try {
         await usersRepository.updatePasswordHash(user.id, await passwords.hash(password))
