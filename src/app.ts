@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import type { Server } from 'node:http'
-import Fastify, { type FastifyServerOptions } from 'fastify'
+import Fastify, { LogController, type FastifyServerOptions } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import sensible from '@fastify/sensible'
 import cors from '@fastify/cors'
@@ -13,6 +13,8 @@ import authPlugin from './plugins/auth.js'
 import errorsPlugin from './plugins/errors.js'
 import rateLimitPlugin from './plugins/rate-limit.js'
 import loginLimiterPlugin from './plugins/login-limiter.js'
+import metricsPlugin, { type Metrics } from './plugins/metrics.js'
+import { logRequest } from './logger.js'
 import authRoutes from './routes/auth.js'
 import usersRoutes from './routes/users.js'
 import adminRoutes from './routes/admin.js'
@@ -28,6 +30,8 @@ export interface AppDependencies {
   readonly onHashTiming?: (operation: 'hash' | 'verify', seconds: number) => void
   /** Prefix of the abuse-limit keys in Redis (tests give each case its own). */
   readonly limitsKeyPrefix?: string
+  /** The registry the management listener serves; the app makes its own otherwise. */
+  readonly metrics?: Metrics
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/
@@ -36,6 +40,8 @@ const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/
 export async function buildApp (config: Config, deps: AppDependencies = {}) {
   const app = Fastify({
     logger: deps.logger ?? false,
+    // One line per request instead of Fastify's two, from logRequest below.
+    logController: new LogController({ disableRequestLogging: true }),
     // A hop count is valid at run time (proxy-addr); Fastify's types only list the other forms.
     trustProxy: config.trustProxy as FastifyServerOptions['trustProxy'],
     bodyLimit: 16 * 1024,
@@ -75,12 +81,14 @@ export async function buildApp (config: Config, deps: AppDependencies = {}) {
   // Our plugins: database, users, tokens, error shapes.
   const seed = deps.seed ?? (!deps.database && config.profile === 'development')
   await app.register(dbPlugin, { config, database: deps.database })
+  await app.register(metricsPlugin, { metrics: deps.metrics })
   await app.register(usersPlugin, { config, seed, onHashTiming: deps.onHashTiming })
   await app.register(authPlugin, { jwt: config.jwt })
   await app.register(errorsPlugin)
   await app.register(rateLimitPlugin, { config, keyPrefix: deps.limitsKeyPrefix })
   await app.register(loginLimiterPlugin, { config })
 
+  app.addHook('onResponse', logRequest)
   app.addHook('onSend', async (request, reply) => {
     reply.header('x-content-type-options', 'nosniff')
     reply.header('cache-control', 'no-store')

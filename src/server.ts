@@ -1,23 +1,70 @@
+import { setTimeout as sleep } from 'node:timers/promises'
 import closeWithGrace from 'close-with-grace'
-import { ConfigError, loadConfig } from './config.js'
-import { buildApp } from './app.js'
+import { ConfigError, loadConfig, type Config } from './config.js'
+import { buildApp, type App } from './app.js'
+import { buildManagementApp, type ManagementApp } from './management/app.js'
+import { createMetrics } from './plugins/metrics.js'
 import { loggerOptions } from './logger.js'
 
-let config
+/** Longest wait for in-flight requests once the listener stops accepting (CONTRACT §7). */
+const IN_FLIGHT_MS = 10_000
+
+function configOrExit (): Config {
+  try {
+    return loadConfig(process.env)
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error
+    // One line naming the variable; a stack trace would only hide it.
+    process.stderr.write(`${error.message}\n`)
+    process.exit(1)
+  }
+}
+
+const config = configOrExit()
+const metrics = createMetrics()
+let shuttingDown = false
+let app: App
+let management: ManagementApp | undefined
 try {
-  config = loadConfig(process.env)
+  app = await buildApp(config, { logger: loggerOptions(config), metrics, onHashTiming: metrics.observeHashTiming })
+  if (config.management.port !== null) {
+    management = await buildManagementApp({ api: app, isShuttingDown: () => shuttingDown, logger: app.log.child({ listener: 'management' }) })
+  }
 } catch (error) {
-  if (!(error instanceof ConfigError)) throw error
-  process.stderr.write(`${error.message}\n`)
+  // The database is unreachable at start, a migration failed: nothing to drain yet.
+  process.stderr.write(`Startup failed: ${(error as Error).message}\n`)
   process.exit(1)
 }
 
-const app = await buildApp(config, { logger: loggerOptions(config) })
+// A stray rejected promise is a bug to fix, not a reason to drop every request in flight.
+process.on('unhandledRejection', (reason) => app.log.error({ err: reason }, 'unhandled promise rejection'))
 
-closeWithGrace({ delay: 10_000 + config.shutdownDrainMs, logger: app.log }, async ({ signal, err }) => {
-  if (err) app.log.error({ err }, 'uncaught error, shutting down')
-  app.log.info({ signal }, 'shutting down')
+closeWithGrace({
+  // The whole sequence below, with room to spare; past it close-with-grace exits 1.
+  delay: config.shutdownDrainMs + IN_FLIGHT_MS + 5_000,
+  logger: app.log,
+  skip: ['unhandledRejection']
+}, async ({ signal, err }) => {
+  // Readiness answers 503 from now on, so the balancer stops sending new clients here...
+  shuttingDown = true
+  if (err) app.log.fatal({ err }, 'uncaught exception: draining, then exit 1')
+  else app.log.info({ signal, drainMs: config.shutdownDrainMs }, 'shutting down')
+  // ...while the API keeps serving until the balancer has noticed.
+  await sleep(config.shutdownDrainMs)
+  // Stop accepting and let in-flight requests finish; cut whatever is still running after 10 s.
+  const cut = setTimeout(() => app.server.closeAllConnections(), IN_FLIGHT_MS)
+  // The database closes in the db plugin's onClose, after the last request.
   await app.close()
+  clearTimeout(cut)
+  await management?.close()
+  app.log.info('shut down')
 })
 
-await app.listen({ port: config.port, host: config.host })
+try {
+  await app.listen({ port: config.port, host: config.host })
+  if (management) await management.listen({ port: config.management.port!, host: config.management.host })
+} catch (error) {
+  app.log.fatal({ err: error }, 'cannot listen')
+  process.stderr.write(`Cannot listen: ${(error as Error).message}\n`)
+  process.exit(1)
+}

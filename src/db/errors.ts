@@ -17,7 +17,7 @@ export function uniqueViolation (error: unknown): string | undefined {
   return String(fields.constraint_name ?? fields.constraint ?? '')
 }
 
-const UNAVAILABLE_NODE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENOTFOUND', 'CONNECT_TIMEOUT', 'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED', 'UMS_DB_ACQUIRE_TIMEOUT'])
+const UNAVAILABLE_NODE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENOTFOUND', 'CONNECT_TIMEOUT', 'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED', 'UMS_DB_ACQUIRE_TIMEOUT', 'UMS_DB_TIMEOUT'])
 
 /**
  * True when the database, not the request, is at fault: it cannot be reached, is shutting
@@ -35,4 +35,22 @@ export function databaseUnavailable (error: unknown): boolean {
     current = current.cause as { code?: unknown, cause?: unknown } | undefined
   }
   return false
+}
+
+/** No pooled connection became free, or could be opened, within the acquire timeout. */
+export class AcquireTimeoutError extends Error {
+  readonly code = 'UMS_DB_ACQUIRE_TIMEOUT'
+  constructor (ms: number) {
+    super(`no database connection within ${ms} ms`)
+    this.name = 'AcquireTimeoutError'
+  }
+}
+
+/** A health-check query that did not answer in time. */
+export class DatabaseTimeoutError extends Error {
+  readonly code = 'UMS_DB_TIMEOUT'
+  constructor (ms: number) {
+    super(`database did not answer within ${ms} ms`)
+    this.name = 'DatabaseTimeoutError'
+  }
 }

@@ -1,0 +1,91 @@
+import { readFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import Fastify, { LogController, type FastifyBaseLogger } from 'fastify'
+import swagger from '@fastify/swagger'
+import swaggerUi from '@fastify/swagger-ui'
+import { sql } from 'drizzle-orm'
+import type { App } from '../app.js'
+import { withTimeout } from '../db/client.js'
+import { migrationsFolder } from '../db/migrate.js'
+
+export interface ManagementOptions {
+  /** The API instance: its listener, database, metrics and route schemas. */
+  readonly api: App
+  /** True from the moment shutdown begins: readiness answers 503 so the balancer drains us. */
+  readonly isShuttingDown: () => boolean
+  readonly logger?: FastifyBaseLogger
+}
+
+type State = 'up' | 'down'
+interface Readiness { status: State, database: State, api?: 'down', migrations?: 'down' }
+
+const CHECK_TIMEOUT_MS = 1000
+
+/**
+ * The management listener of CONTRACT §8: health, metrics and API docs on a port of its
+ * own, because SPEC rule 9 puts every other path of the API port behind a token. It is
+ * never exposed on the balancer's public side, so it has no authentication.
+ */
+export async function buildManagementApp ({ api, isShuttingDown, logger }: ManagementOptions) {
+  // The OpenAPI document is complete only once every API route is registered.
+  await api.ready()
+  const head = await migrationsHead()
+  const app = Fastify({
+    loggerInstance: logger,
+    // Health checks every few seconds would drown the request log.
+    logController: new LogController({ disableRequestLogging: true }),
+    requestTimeout: 10_000
+  })
+
+  // The API's own document (its route schemas), served here and browsable at /docs.
+  await app.register(swagger, { mode: 'static', specification: { document: api.swagger() as never } })
+  await app.register(swaggerUi, { routePrefix: '/docs' })
+
+  // Liveness never touches the database: a database outage must not get the process restarted.
+  app.get('/health/live', async () => ({ status: 'up' }))
+
+  app.get('/health/ready', async (_request, reply) => {
+    const body: Readiness = { status: 'up', database: 'up' }
+    if (isShuttingDown() || !api.server.listening) body.api = 'down'
+    try {
+      await api.database.ping(CHECK_TIMEOUT_MS)
+    } catch {
+      body.database = 'down'
+    }
+    // A database that answers but lacks this release's schema must not get traffic either.
+    if (body.database === 'up' && !await migrationsAtHead(api, head).catch(() => false)) body.migrations = 'down'
+    if (body.api || body.migrations || body.database === 'down') body.status = 'down'
+    return reply.code(body.status === 'up' ? 200 : 503).send(body)
+  })
+
+  app.get('/metrics', async (_request, reply) => {
+    const { registry } = api.metrics
+    return reply.type(registry.contentType).send(await registry.metrics())
+  })
+
+  app.get('/openapi.json', async () => app.swagger())
+
+  return app
+}
+
+export type ManagementApp = Awaited<ReturnType<typeof buildManagementApp>>
+
+interface Journal { entries: { idx: number, when: number, tag: string }[] }
+
+/** The number of migrations and the newest one's timestamp, from drizzle-kit's journal. */
+async function migrationsHead (): Promise<{ count: number, when: number }> {
+  const journal = JSON.parse(await readFile(join(migrationsFolder, 'meta', '_journal.json'), 'utf8')) as Journal
+  return { count: journal.entries.length, when: Math.max(0, ...journal.entries.map((e) => e.when)) }
+}
+
+/**
+ * Drizzle's migrator records each applied migration with the journal's `when`, and applies
+ * whatever is newer than the latest record; so the database is at head when it holds as
+ * many records as the journal has entries and the latest is the journal's newest.
+ */
+async function migrationsAtHead (api: App, head: { count: number, when: number }): Promise<boolean> {
+  const query = api.database.db.execute<{ applied: number, latest: string | null }>(
+    sql`select count(*)::int as applied, max(created_at)::text as latest from drizzle.__drizzle_migrations`)
+  const [row] = Array.from(await withTimeout(query, CHECK_TIMEOUT_MS) as Iterable<{ applied: number, latest: string | null }>)
+  return row.applied >= head.count && Number(row.latest ?? 0) >= head.when
+}
