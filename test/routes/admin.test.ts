@@ -1,0 +1,163 @@
+import { request as httpRequest } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { setTimeout as delay } from 'node:timers/promises'
+import { asc, inArray } from 'drizzle-orm'
+import postgres from 'postgres'
+import t from 'tap'
+import { users } from '../../src/db/schema.js'
+import type { App } from '../../src/app.js'
+import { build, login, seedAccounts, testDatabases } from '../helper.js'
+
+const { admin, user } = seedAccounts
+// More than two pages of the listing's 5000-row keyset pages, and not a multiple of 5000.
+const EXTRA_USERS = 12_345
+
+/** Inserts `count` users straight into the table, with a fake hash: nothing here logs in. */
+async function insertUsers (app: App, count: number, prefix = 'bulk'): Promise<void> {
+  for (let start = 0; start < count; start += 2000) {
+    const rows = Array.from({ length: Math.min(2000, count - start) }, (_, i) => {
+      const n = start + i
+      return { username: `${prefix}${n}`, email: `${prefix}.${n}@example.com`, passwordHash: 'not-a-real-hash', role: n % 7 === 0 ? 'ROLE_ADMIN' as const : 'ROLE_USER' as const }
+    })
+    await app.database.db.insert(users).values(rows)
+  }
+}
+
+/** Every user as the listing must show it, read through Drizzle. */
+const expectedListing = (app: App) => app.database.db
+  .select({ id: users.id, username: users.username, email: users.email, role: users.role }).from(users).orderBy(asc(users.id))
+
+for (const kind of testDatabases()) {
+  t.test(`GET /admin/users on ${kind}`, async (t) => {
+    const app = await build(t, kind)
+    const token = await login(app, admin.email, admin.password)
+    const list = () => app.inject({ method: 'GET', url: '/admin/users', headers: { authorization: `Bearer ${token}` } })
+
+    t.test('two users: exactly the seed accounts, ordered by id, four fields each', async (t) => {
+      const response = await list()
+      t.equal(response.statusCode, 200)
+      t.equal(response.headers['content-type'], 'application/json; charset=utf-8')
+      t.equal(response.headers['cache-control'], 'no-store')
+      t.equal(response.headers['x-content-type-options'], 'nosniff')
+      t.same(response.json(), [
+        { id: admin.id, username: admin.username, email: admin.email, role: admin.role },
+        { id: user.id, username: user.username, email: user.email, role: user.role }
+      ])
+    })
+
+    t.test('text that JSON must escape comes out intact', async (t) => {
+      const odd = [
+        { username: 'Zoë "quoted"', email: 'zoe+tag@example.com' },
+        { username: 'back\\slash/ü😀', email: 'o\'brien@example.com' }
+      ]
+      await app.database.db.insert(users).values(odd.map((row) => ({ ...row, passwordHash: 'x' })))
+      t.teardown(() => app.database.db.delete(users).where(inArray(users.email, odd.map((row) => row.email))))
+      const response = await list()
+      t.equal(response.statusCode, 200)
+      t.same(response.json(), await expectedListing(app))
+      t.same(response.json().slice(-2).map((row: { username: string }) => row.username), odd.map((row) => row.username))
+    })
+
+    t.test(`${EXTRA_USERS + 2} users: several pages, complete, ordered by id, no other field`, async (t) => {
+      await insertUsers(app, EXTRA_USERS)
+      // Gaps in the ids, also right at a page boundary, must not lose or repeat anyone.
+      await app.database.db.delete(users).where(inArray(users.username, ['bulk10', 'bulk4997', 'bulk4998', 'bulk9998']))
+      const response = await list()
+      t.equal(response.statusCode, 200)
+      const body = response.json() as Array<Record<string, unknown>>
+      const expected = await expectedListing(app)
+      t.equal(body.length, EXTRA_USERS + 2 - 4)
+      t.ok(body.every((row) => Object.keys(row).join() === 'id,username,email,role'), 'exactly id, username, email, role, in that order')
+      t.ok(body.every((row, i) => i === 0 || (row.id as number) > (body[i - 1].id as number)), 'ids strictly increasing')
+      t.same(body, expected)
+    })
+
+    t.test('the repository\'s pages join into the same listing at any page size', async (t) => {
+      const expected = JSON.stringify(await expectedListing(app))
+      for (const size of [997, 4999, 5000, 12_343, 100_000]) {
+        const batches: string[] = []
+        for await (const batch of app.usersRepository.listJsonBatches(size)) batches.push(batch)
+        t.same(JSON.parse(`[${batches.join(',')}]`), JSON.parse(expected), `size ${size}`)
+        t.equal(batches.length, Math.ceil(JSON.parse(expected).length / size), `size ${size}: number of pages`)
+      }
+    })
+
+    t.test('a client that disconnects mid-listing stops the listing and leaks nothing', async (t) => {
+      const address = await app.listen({ port: 0, host: '127.0.0.1' })
+      const { port } = app.server.address() as AddressInfo
+      t.ok(address)
+
+      // Spy on the listing, slowed down as a slow database would be, to see where it stops.
+      const original = app.usersRepository.listJsonBatches
+      const total = Math.ceil((await expectedListing(app)).length / 5000)
+      const seen = { pages: 0, closed: false }
+      app.usersRepository.listJsonBatches = (size?: number) => (async function * () {
+        try {
+          for await (const batch of original(size)) {
+            seen.pages++
+            yield batch
+            await delay(100)
+          }
+        } finally {
+          seen.closed = true
+        }
+      })()
+      t.teardown(() => { app.usersRepository.listJsonBatches = original })
+
+      const firstChunk = await new Promise<string>((resolve, reject) => {
+        const req = httpRequest({ port, host: '127.0.0.1', path: '/admin/users', headers: { authorization: `Bearer ${token}` } }, (res) => {
+          res.once('data', (chunk: Buffer) => {
+            // Drop the connection as soon as the listing has started.
+            req.destroy()
+            resolve(chunk.toString('utf8', 0, 1))
+          })
+        })
+        req.on('error', () => {})
+        req.once('error', reject)
+        req.end()
+      })
+      t.equal(firstChunk, '[')
+      for (let i = 0; i < 50 && !seen.closed; i++) await delay(20)
+      t.ok(seen.closed, 'the listing generator was closed')
+      t.ok(seen.pages < total, `stopped after ${seen.pages} of ${total} pages`)
+      app.usersRepository.listJsonBatches = original
+
+      // The app still answers, and the whole listing still comes out, twenty times in a row.
+      const expected = await expectedListing(app)
+      for (let i = 0; i < 20; i++) {
+        const response = await fetch(`http://127.0.0.1:${port}/admin/users`, { headers: { authorization: `Bearer ${token}` } })
+        t.equal(response.status, 200)
+        const body = await response.json() as unknown[]
+        if (i === 0 || i === 19) t.same(body, expected, `request ${i + 1}: complete`)
+        else t.equal(body.length, expected.length, `request ${i + 1}: complete`)
+      }
+    })
+
+    t.test('disconnects without any slowing down, many at once: the app and its pool stay healthy', async (t) => {
+      const { port } = app.server.address() as AddressInfo
+      await Promise.all(Array.from({ length: 15 }, () => new Promise<void>((resolve) => {
+        const req = httpRequest({ port, host: '127.0.0.1', path: '/admin/users', headers: { authorization: `Bearer ${token}` } }, (res) => {
+          res.once('data', () => { req.destroy(); resolve() })
+        })
+        req.on('error', () => resolve())
+        req.end()
+      })))
+      await delay(200)
+      const responses = await Promise.all(Array.from({ length: 20 }, () => app.inject({ method: 'GET', url: '/users/me', headers: { authorization: `Bearer ${token}` } })))
+      t.same(responses.map((r) => r.statusCode), Array(20).fill(403), '20 requests answered (an admin token on /users/me)')
+      const listing = await list()
+      t.equal(listing.statusCode, 200)
+      t.equal(listing.json().length, (await expectedListing(app)).length)
+
+      const url = app.testDatabase.url
+      if (!url) return
+      // Nothing of ours is left running or idle inside a transaction on the server.
+      const probe = postgres(url, { max: 1, onnotice: () => {} })
+      t.teardown(() => probe.end())
+      const stuck = await probe`
+        select state, query from pg_stat_activity
+        where datname = current_database() and pid <> pg_backend_pid() and state is not null and state <> 'idle'`
+      t.same([...stuck], [], 'no active or idle-in-transaction session')
+    })
+  })
+}
