@@ -84,8 +84,9 @@ async function migrationsHead (): Promise<{ count: number, when: number }> {
  * many records as the journal has entries and the latest is the journal's newest.
  */
 async function migrationsAtHead (api: App, head: { count: number, when: number }): Promise<boolean> {
-  const query = api.database.db.execute<{ applied: number, latest: string | null }>(
-    sql`select count(*)::int as applied, max(created_at)::text as latest from drizzle.__drizzle_migrations`)
-  const [row] = Array.from(await withTimeout(query, CHECK_TIMEOUT_MS) as Iterable<{ applied: number, latest: string | null }>)
+  const query = api.database.db.execute(sql`select count(*)::int as applied, max(created_at)::text as latest from drizzle.__drizzle_migrations`)
+  const result = await withTimeout(query, CHECK_TIMEOUT_MS) as unknown
+  // postgres.js answers an array of rows, PGlite an object holding them.
+  const [row] = (Array.isArray(result) ? result : (result as { rows: unknown[] }).rows) as { applied: number, latest: string | null }[]
   return row.applied >= head.count && Number(row.latest ?? 0) >= head.when
 }

@@ -1,0 +1,189 @@
+import t, { type Test } from 'tap'
+import { sql } from 'drizzle-orm'
+import { buildApp } from '../src/app.js'
+import { buildManagementApp } from '../src/management/app.js'
+import { createMetrics } from '../src/plugins/metrics.js'
+import { build, createTestDatabase, login, testConfig, testDatabases, uniqueUser } from './helper.js'
+
+type Json = Record<string, any>
+
+for (const kind of testDatabases()) {
+  t.test(`management listener on ${kind}`, async (t) => {
+    const metrics = createMetrics()
+    const api = await build(t, kind, { metrics, onHashTiming: metrics.observeHashTiming })
+    let shuttingDown = false
+    const management = await buildManagementApp({ api, isShuttingDown: () => shuttingDown })
+    t.teardown(() => management.close())
+
+    t.test('GET /health/live answers 200 up, listening or not', async (t) => {
+      const response = await management.inject('/health/live')
+      t.equal(response.statusCode, 200)
+      t.same(response.json(), { status: 'up' })
+    })
+
+    t.test('readiness is 503 until the API listens, 200 while it does, 503 from the start of shutdown', async (t) => {
+      const before = await management.inject('/health/ready')
+      t.equal(before.statusCode, 503)
+      t.same(before.json(), { status: 'down', database: 'up', api: 'down' })
+
+      await api.listen({ port: 0, host: '127.0.0.1' })
+      const ready = await management.inject('/health/ready')
+      t.equal(ready.statusCode, 200)
+      t.same(ready.json(), { status: 'up', database: 'up' })
+
+      shuttingDown = true
+      const draining = await management.inject('/health/ready')
+      t.equal(draining.statusCode, 503)
+      t.same(draining.json(), { status: 'down', database: 'up', api: 'down' })
+      const live = await management.inject('/health/live')
+      t.equal(live.statusCode, 200, 'liveness stays up while draining')
+      t.same(live.json(), { status: 'up' })
+      shuttingDown = false
+    })
+
+    t.test('readiness is 503 with migrations down while the database is behind the journal', async (t) => {
+      const { db } = api.database
+      const result = await db.execute(sql`select hash, created_at::text as created_at from drizzle.__drizzle_migrations order by id`) as unknown
+      const rows = (Array.isArray(result) ? result : (result as { rows: unknown[] }).rows) as { hash: string, created_at: string }[]
+      t.equal(rows.length, 1, 'one migration in drizzle/')
+      await db.execute(sql`delete from drizzle.__drizzle_migrations`)
+      try {
+        const behind = await management.inject('/health/ready')
+        t.equal(behind.statusCode, 503)
+        t.same(behind.json(), { status: 'down', database: 'up', migrations: 'down' })
+      } finally {
+        for (const row of rows) await db.execute(sql`insert into drizzle.__drizzle_migrations (hash, created_at) values (${row.hash}, ${row.created_at}::bigint)`)
+      }
+      const back = await management.inject('/health/ready')
+      t.equal(back.statusCode, 200)
+      t.same(back.json(), { status: 'up', database: 'up' })
+    })
+
+    t.test('GET /metrics: requests by route pattern and status, hash time, pool use, process metrics', async (t) => {
+      const user = uniqueUser('met')
+      t.equal((await api.inject({ method: 'POST', url: '/auth/signup', payload: user })).statusCode, 201)
+      const token = await login(api, user.email, user.password)
+      t.equal((await api.inject({ url: '/users/me', headers: { authorization: `Bearer ${token}` } })).statusCode, 200)
+      t.equal((await api.inject({ url: '/users/12345?secret=1', headers: { authorization: `Bearer ${token}` } })).statusCode, 404)
+      t.equal((await api.inject({ url: '/admin/users' })).statusCode, 401)
+
+      const response = await management.inject('/metrics')
+      t.equal(response.statusCode, 200)
+      t.equal(response.headers['content-type'], 'text/plain; version=0.0.4; charset=utf-8')
+      const text = response.body
+      const sample = (line: string) => t.ok(text.split('\n').includes(line), line)
+      sample('http_requests_total{method="POST",route="/auth/signup",status_code="201"} 1')
+      sample('http_requests_total{method="POST",route="/auth/login",status_code="200"} 1')
+      sample('http_requests_total{method="GET",route="/users/me",status_code="200"} 1')
+      sample('http_requests_total{method="GET",route="<unmatched>",status_code="404"} 1')
+      sample('http_requests_total{method="GET",route="/admin/users",status_code="401"} 1')
+      sample('http_request_duration_seconds_count{method="POST",route="/auth/signup",status_code="201"} 1')
+      t.notMatch(text, '/users/12345', 'a raw URL never becomes a label')
+      // The two seed accounts and the sign-up were hashed; the login verified once.
+      sample('password_hash_duration_seconds_count{operation="hash"} 3')
+      sample('password_hash_duration_seconds_count{operation="verify"} 1')
+      sample(`db_pool_max_connections ${kind === 'postgres' ? 10 : 1}`)
+      sample('db_pool_queries_in_flight 0')
+      sample('db_pool_queries_waiting 0')
+      sample('db_pool_acquire_timeouts_total 0')
+      for (const name of ['process_cpu_user_seconds_total', 'process_cpu_system_seconds_total', 'process_resident_memory_bytes', 'process_start_time_seconds']) {
+        t.match(text, new RegExp(`^${name} [0-9.e+]+$`, 'm'), name)
+      }
+    })
+
+    t.test('GET /openapi.json is the OpenAPI 3.1 document of the four operations', async (t) => {
+      const response = await management.inject('/openapi.json')
+      t.equal(response.statusCode, 200)
+      t.equal(response.headers['content-type'], 'application/json; charset=utf-8')
+      const document = response.json()
+      checkOpenApi(t, document)
+    })
+
+    t.test('GET /docs serves the interactive page over the same document', async (t) => {
+      const page = await management.inject('/docs')
+      t.equal(page.statusCode, 200)
+      t.equal(page.headers['content-type'], 'text/html; charset=utf-8')
+      t.match(page.body, /swagger-ui/i)
+      const initializer = await management.inject('/docs/static/swagger-initializer.js')
+      t.equal(initializer.statusCode, 200)
+      const json = await management.inject('/docs/json')
+      t.equal(json.statusCode, 200)
+      t.same(json.json(), (await management.inject('/openapi.json')).json())
+    })
+
+    t.test('the management port has no API routes and needs no token', async (t) => {
+      const response = await management.inject('/users/me')
+      t.equal(response.statusCode, 404)
+      t.same(response.json(), { message: 'Route GET:/users/me not found', error: 'Not Found', statusCode: 404 })
+    })
+  })
+
+  t.test(`readiness on ${kind} is 503 with database down when select 1 fails`, async (t) => {
+    const { database } = await createTestDatabase(t, kind)
+    const broken = { ...database, ping: async () => { throw new Error('connection refused') } }
+    const api = await buildApp(testConfig(), { database: broken, seed: false })
+    t.teardown(() => api.close())
+    await api.listen({ port: 0, host: '127.0.0.1' })
+    const management = await buildManagementApp({ api, isShuttingDown: () => false })
+    t.teardown(() => management.close())
+    const response = await management.inject('/health/ready')
+    t.equal(response.statusCode, 503)
+    t.same(response.json(), { status: 'down', database: 'down' })
+    const live = await management.inject('/health/live')
+    t.equal(live.statusCode, 200, 'liveness never touches the database')
+    t.same(live.json(), { status: 'up' })
+  })
+}
+
+/** Structural checks of OpenAPI 3.1: version, the four operations, their schemas, bearer security, every $ref resolvable. */
+function checkOpenApi (t: Test, document: Json): void {
+  t.equal(document.openapi, '3.1.0')
+  t.match(document.info, { title: String, version: String })
+  t.same(Object.keys(document.paths).sort(), ['/admin/users', '/auth/login', '/auth/signup', '/users/me'])
+  const operations: [string, string, boolean][] = [['/auth/signup', 'post', false], ['/auth/login', 'post', false], ['/users/me', 'get', true], ['/admin/users', 'get', true]]
+  for (const [path, method, secured] of operations) {
+    t.same(Object.keys(document.paths[path]), [method], `${path} has exactly one operation (no HEAD, no catch-all)`)
+    const operation = document.paths[path][method]
+    t.ok(Object.keys(operation.responses).length >= 2, `${method} ${path} documents its responses`)
+    for (const [status, answer] of Object.entries<Json>(operation.responses)) {
+      t.ok(/^[1-5][0-9]{2}$/.test(status), `${path} ${status} is a status code`)
+      t.type(answer.description, 'string', `${path} ${status} has a description`)
+    }
+    if (secured) t.same(operation.security, [{ bearerAuth: [] }], `${path} needs a bearer token`)
+    else t.notOk(operation.security, `${path} is public`)
+  }
+  t.same(document.components.securitySchemes, { bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' } })
+
+  const resolve = (schema: Json): Json => {
+    if (typeof schema?.$ref !== 'string') return schema
+    const target = schema.$ref.replace(/^#\//, '').split('/').reduce((node: Json | undefined, key: string) => node?.[key], document)
+    t.ok(target, `${schema.$ref} resolves`)
+    return resolve(target as Json)
+  }
+  const bodySchema = (path: string, method: string) => resolve(document.paths[path][method].requestBody.content['application/json'].schema)
+  const answerSchema = (path: string, method: string, status: string) => resolve(document.paths[path][method].responses[status].content['application/json'].schema)
+
+  t.match(bodySchema('/auth/signup', 'post'), {
+    type: 'object',
+    required: ['username', 'email', 'password'],
+    properties: { username: { type: 'string', minLength: 3, maxLength: 20 }, email: { type: 'string', format: 'email' }, password: { type: 'string', minLength: 8, maxLength: 16 } }
+  })
+  t.match(bodySchema('/auth/login', 'post'), { type: 'object', properties: { email: { type: 'string' }, password: { type: 'string' } } })
+  t.same(Object.keys(answerSchema('/auth/signup', 'post', '201').properties).sort(), ['email', 'id', 'username'])
+  t.same(Object.keys(answerSchema('/auth/login', 'post', '200').properties).sort(), ['email', 'id', 'token', 'username'])
+  t.same(Object.keys(answerSchema('/users/me', 'get', '200').properties).sort(), ['email', 'id', 'role', 'username'])
+  const list = answerSchema('/admin/users', 'get', '200')
+  t.equal(list.type, 'array')
+  t.same(Object.keys(resolve(list.items).properties).sort(), ['email', 'id', 'role', 'username'])
+  t.match(answerSchema('/auth/login', 'post', '401'), { type: 'object', properties: { statusCode: {}, error: {}, message: {} } })
+
+  // Every $ref anywhere in the document points at something.
+  const walk = (node: unknown): void => {
+    if (Array.isArray(node)) node.forEach(walk)
+    else if (node && typeof node === 'object') {
+      if (typeof (node as Json).$ref === 'string') resolve(node as Json)
+      Object.values(node).forEach(walk)
+    }
+  }
+  walk(document)
+}
