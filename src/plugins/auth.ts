@@ -5,6 +5,7 @@ import type { Config } from '../config.js'
 import { ROLES, type Role } from '../db/schema.js'
 import { ForbiddenError, TokenExpiredError, TokenInvalidError, TokenMissingError } from '../errors.js'
 import type { PublicUser } from '../users/users-repository.js'
+import { requestSecurityEvent } from '../security-events.js'
 
 /** The claims of an access token (CONTRACT §6). */
 export interface TokenClaims {
@@ -105,9 +106,12 @@ export default fp<{ jwt: Config['jwt'] }>(async function authPlugin (app, { jwt:
     try {
       await checkToken(request)
     } catch (error) {
-      // Only token failures challenge the client; a database outage stays a plain 503.
-      if (error instanceof TokenMissingError) reply.header('www-authenticate', 'Bearer')
-      else if (error instanceof TokenInvalidError || error instanceof TokenExpiredError) reply.header('www-authenticate', 'Bearer error="invalid_token"')
+      const reason = error instanceof TokenMissingError ? 'token_missing' : error instanceof TokenExpiredError ? 'token_expired' : error instanceof TokenInvalidError ? 'token_invalid' : undefined
+      // Only token failures challenge the client (and are authz_fail); a database outage stays a plain 503.
+      if (reason) {
+        reply.header('www-authenticate', reason === 'token_missing' ? 'Bearer' : 'Bearer error="invalid_token"')
+        requestSecurityEvent(request, 'authz_fail', { statusCode: 401, reason })
+      }
       throw error
     }
   }
@@ -138,6 +142,9 @@ export default fp<{ jwt: Config['jwt'] }>(async function authPlugin (app, { jwt:
     const { public: isPublic, role } = request.routeOptions.config
     if (isPublic) return
     await authenticate(request, reply)
-    if (role && request.user.role !== role) throw new ForbiddenError()
+    if (role && request.user.role !== role) {
+      requestSecurityEvent(request, 'authz_fail', { statusCode: 403, reason: 'role', userId: request.user.uid })
+      throw new ForbiddenError()
+    }
   })
 }, { fastify: '5.x', name: 'auth', dependencies: ['users'] })

@@ -4,6 +4,7 @@ import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
 import { databaseUnavailable } from '../db/errors.js'
 import { DuplicateUserError } from '../errors.js'
 import { messages, type FieldRule, type ValidatedField } from '../messages.js'
+import { requestSecurityEvent } from '../security-events.js'
 
 interface AjvError { keyword: string, instancePath: string, params: Record<string, unknown> }
 
@@ -44,6 +45,8 @@ const FRAMEWORK_ERRORS: Record<string, [number, string]> = {
 function clientError (error: FastifyError, request: FastifyRequest): { status: number, body: object } | undefined {
   if (error.validation) {
     const fields = error.validationContext === 'body' ? fieldErrors(error.validation as AjvError[]) : undefined
+    // Field names only: a value may be a password typed in the wrong box.
+    requestSecurityEvent(request, 'input_validation_fail', { context: error.validationContext, fields: Object.keys(fields ?? {}) })
     if (fields && Object.keys(fields).length > 0) return { status: 400, body: fields }
     const message = request.body === undefined ? messages.bodyMissing : messages.bodyNotObject
     return { status: 400, body: httpError(400, message) }
