@@ -1,0 +1,122 @@
+import { randomBytes } from 'node:crypto'
+import { Writable } from 'node:stream'
+import t, { type Test } from 'tap'
+import { Redis } from 'ioredis'
+import type { App } from '../../src/app.js'
+import { build, testDatabases, uniqueUser } from '../helper.js'
+
+const LIMITS_ON = { RATE_LIMITS: 'on' }
+const REDIS_URL = 'redis://127.0.0.1:6379'
+const tooMany = { statusCode: 429, error: 'Too Many Requests', message: 'Demasiados intentos, inténtelo más tarde' }
+
+// The limit runs before the body is read, so an empty body (400, no hashing) counts like a sign-up.
+const signupRequest = (app: App, remoteAddress: string, headers: Record<string, string> = {}) =>
+  app.inject({ method: 'POST', url: '/auth/signup', remoteAddress, headers })
+
+async function spend (t: Test, app: App, count: number, address: string | ((i: number) => string), headers?: Record<string, string>) {
+  for (let i = 0; i < count; i++) {
+    const remote = typeof address === 'function' ? address(i) : address
+    const response = await signupRequest(app, remote, headers)
+    if (response.statusCode !== 400) t.fail(`request ${i + 1} from ${remote}: ${response.statusCode} ${response.body}`)
+  }
+}
+
+function assertLimited (t: Test, response: Awaited<ReturnType<App['inject']>>, message: string) {
+  t.equal(response.statusCode, 429, message)
+  t.same(response.json(), tooMany)
+  const retryAfter = Number(response.headers['retry-after'])
+  t.ok(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= 60, `Retry-After ${response.headers['retry-after']} is within the minute`)
+}
+
+function capture () {
+  const lines: Array<Record<string, unknown>> = []
+  const stream = new Writable({ write (chunk, _encoding, done) { lines.push(JSON.parse(String(chunk))); done() } })
+  return { lines, logger: { level: 'info', stream } }
+}
+
+async function redisIsUp (): Promise<boolean> {
+  const probe = new Redis(REDIS_URL, { lazyConnect: true, connectTimeout: 500, maxRetriesPerRequest: 0, retryStrategy: () => null })
+  probe.on('error', () => {})
+  try {
+    await probe.connect()
+    return (await probe.ping()) === 'PONG'
+  } catch {
+    return false
+  } finally {
+    probe.disconnect()
+  }
+}
+const redisSkip = (await redisIsUp()) ? false : `Redis is not answering at ${REDIS_URL}: shared sign-up limit not tested`
+
+for (const kind of testDatabases()) {
+  t.test(`sign-up limit (CONTRACT §9) on ${kind}`, async (t) => {
+    const { lines, logger } = capture()
+    const app = await build(t, kind, { env: LIMITS_ON, logger })
+
+    t.test('the 21st sign-up from one address within a minute gets 429 with Retry-After', async (t) => {
+      await spend(t, app, 19, '203.0.113.10')
+      const user = uniqueUser('rl')
+      const twentieth = await app.inject({ method: 'POST', url: '/auth/signup', payload: user, remoteAddress: '203.0.113.10' })
+      t.equal(twentieth.statusCode, 201, 'the 20th is still served')
+      const refused = await app.inject({ method: 'POST', url: '/auth/signup', payload: uniqueUser('rl'), remoteAddress: '203.0.113.10' })
+      assertLimited(t, refused, 'the 21st is refused')
+      const other = await app.inject({ method: 'POST', url: '/auth/signup', payload: uniqueUser('rl'), remoteAddress: '203.0.113.11' })
+      t.equal(other.statusCode, 201, 'another address signs up')
+      const login = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: user.email, password: user.password }, remoteAddress: '203.0.113.10' })
+      t.equal(login.statusCode, 200, 'logins from the limited address are not sign-ups')
+      const event = lines.find((line) => line.event === 'excess_rate_limit_exceeded')
+      t.match(event, { level: 40, event: 'excess_rate_limit_exceeded', reason: 'signup', clientAddress: '203.0.113.10', reqId: String })
+    })
+
+    t.test('IPv6 clients share the limit of their /64', async (t) => {
+      await spend(t, app, 20, (i) => `2001:db8:5:6::${(i + 1).toString(16)}`)
+      assertLimited(t, await signupRequest(app, '2001:db8:5:6:abcd::1'), 'another host of the /64')
+      t.equal((await signupRequest(app, '2001:db8:5:7::1')).statusCode, 400, 'the next /64 is not limited')
+    })
+
+    t.test('X-Forwarded-For without TRUST_PROXY: ignored for the limit, and a warning at most once a minute', async (t) => {
+      await spend(t, app, 20, '203.0.113.12', { 'x-forwarded-for': '198.51.100.1' })
+      assertLimited(t, await signupRequest(app, '203.0.113.12', { 'x-forwarded-for': '198.51.100.2' }), 'every forwarded client shares the proxy\'s counter')
+      const warnings = lines.filter((line) => /X-Forwarded-For/.test(String(line.msg)))
+      t.equal(warnings.length, 1, 'one warning for 21 requests')
+      t.match(warnings[0], { level: 40, clientAddress: '203.0.113.12' })
+    })
+
+    t.test('with TRUST_PROXY the client is the forwarded address', async (t) => {
+      const proxied = await build(t, kind, { env: { ...LIMITS_ON, TRUST_PROXY: '10.0.0.1' } })
+      await spend(t, proxied, 20, '10.0.0.1', { 'x-forwarded-for': '198.51.100.1' })
+      assertLimited(t, await signupRequest(proxied, '10.0.0.1', { 'x-forwarded-for': '198.51.100.1' }), 'the forwarded client is limited')
+      t.equal((await signupRequest(proxied, '10.0.0.1', { 'x-forwarded-for': '198.51.100.2' })).statusCode, 400, 'another client behind the same balancer is not')
+    })
+
+    t.test('RATE_LIMITS=off: no limit and no rate-limit headers', async (t) => {
+      const off = await build(t, kind)
+      await spend(t, off, 25, '203.0.113.13')
+      const response = await signupRequest(off, '203.0.113.13')
+      t.equal(response.statusCode, 400)
+      t.notOk(response.headers['x-ratelimit-limit'])
+    })
+
+    t.test('with Redis, two instances share the limit', { skip: redisSkip }, async (t) => {
+      const limitsKeyPrefix = `ums-test:${randomBytes(6).toString('hex')}:`
+      t.teardown(async () => {
+        const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 0 })
+        const keys = await redis.keys(`${limitsKeyPrefix}*`)
+        if (keys.length > 0) await redis.del(...keys)
+        await redis.quit()
+      })
+      const env = { ...LIMITS_ON, REDIS_URL }
+      const first = await build(t, kind, { env, limitsKeyPrefix })
+      const second = await build(t, kind, { env, limitsKeyPrefix })
+      await spend(t, first, 10, '203.0.113.14')
+      await spend(t, second, 10, '203.0.113.14')
+      assertLimited(t, await signupRequest(first, '203.0.113.14'), 'the 21st, on either instance')
+    })
+
+    t.test('with Redis down, sign-ups are still served', async (t) => {
+      const down = await build(t, kind, { env: { ...LIMITS_ON, REDIS_URL: 'redis://127.0.0.1:1' } })
+      const response = await down.inject({ method: 'POST', url: '/auth/signup', payload: uniqueUser('rd'), remoteAddress: '203.0.113.15' })
+      t.equal(response.statusCode, 201)
+    })
+  })
+}
