@@ -1,0 +1,98 @@
+import t from 'tap'
+import { DEV_JWT_SECRET, SECRET_PLACEHOLDER } from '../src/config.js'
+import { createPostgresDatabase, seedAccounts } from './helper.js'
+import { TEST_SECRET, freePort, http, portIsFree, spawnServer, waitFor, waitReady } from './server-process.js'
+
+// The real process, over real HTTP: what app.inject cannot show.
+
+t.test('the development process serves GET /users/me with a JSON body over HTTP', async (t) => {
+  const [port, managementPort] = [await freePort(), await freePort()]
+  const server = spawnServer(t, { PORT: String(port), MANAGEMENT_PORT: String(managementPort), ARGON2_MEMORY_KIB: '1024', ARGON2_ITERATIONS: '1' })
+  await waitReady(server)
+  const { email, password } = seedAccounts.user
+  const login = await http(port, 'POST', '/auth/login', { body: { email, password } })
+  t.equal(login.status, 200)
+  const { token } = login.json()
+  const me = await http(port, 'GET', '/users/me', { body: { email, password }, headers: { authorization: `Bearer ${token}` } })
+  t.equal(me.status, 200)
+  t.equal(me.headers['content-type'], 'application/json; charset=utf-8')
+  t.equal(me.headers['x-content-type-options'], 'nosniff')
+  t.equal(me.headers['cache-control'], 'no-store')
+  t.notOk(me.headers.server)
+  t.notOk(me.headers['x-powered-by'])
+  t.same(me.json(), { id: 2, username: 'user', email, role: 'ROLE_USER' })
+  const otherEmail = await http(port, 'GET', '/users/me', { body: { email: 'admin@example.com' }, headers: { authorization: `Bearer ${token}` } })
+  t.equal(otherEmail.status, 403, 'the GET body is read: another e-mail is refused')
+  t.same(otherEmail.json(), { statusCode: 403, error: 'Forbidden', message: 'Acceso denegado' })
+  const live = await http(managementPort, 'GET', '/health/live')
+  t.equal(live.status, 200)
+  t.same(live.json(), { status: 'up' })
+  server.child.kill('SIGTERM')
+  t.same(await server.exited, { code: 0, signal: null })
+})
+
+const port8080Free = await portIsFree(8080)
+t.test('without PORT the service listens on 8080', { skip: port8080Free ? false : 'port 8080 is in use on this machine: default-port check skipped' }, async (t) => {
+  const server = spawnServer(t, { MANAGEMENT_PORT: 'off', ARGON2_MEMORY_KIB: '1024', ARGON2_ITERATIONS: '1' })
+  await waitFor(server, 8080, '/users/me', 401)
+  const response = await http(8080, 'GET', '/users/me')
+  t.equal(response.status, 401)
+  t.same(response.json(), { statusCode: 401, error: 'Unauthorized', message: 'Token ausente' })
+  server.child.kill('SIGTERM')
+  t.same(await server.exited, { code: 0, signal: null })
+})
+
+t.test('each bad configuration stops the process with exit 1 and one line naming the variable', async (t) => {
+  const production = { APP_PROFILE: 'production', DATABASE_URL: 'postgres://postgres@127.0.0.1:1/none', JWT_SECRET: TEST_SECRET }
+  const cases: [string, Record<string, string>, string][] = [
+    ['PORT=0', { PORT: '0' }, 'PORT'],
+    ['PORT=abc', { PORT: 'abc' }, 'PORT'],
+    ['PORT=65536', { PORT: '65536' }, 'PORT'],
+    ['JWT_EXPIRATION=-1', { JWT_EXPIRATION: '-1' }, 'JWT_EXPIRATION'],
+    ['APP_PROFILE=staging', { APP_PROFILE: 'staging' }, 'APP_PROFILE'],
+    ['production without DATABASE_URL', { APP_PROFILE: 'production', JWT_SECRET: TEST_SECRET }, 'DATABASE_URL'],
+    ['production without JWT_SECRET', { ...production, JWT_SECRET: '' }, 'JWT_SECRET'],
+    ['production with a short JWT_SECRET', { ...production, JWT_SECRET: 'short-secret' }, 'JWT_SECRET'],
+    ['production with the placeholder JWT_SECRET', { ...production, JWT_SECRET: SECRET_PLACEHOLDER }, 'JWT_SECRET'],
+    ['production with a repeated-character JWT_SECRET', { ...production, JWT_SECRET: 'a'.repeat(48) }, 'JWT_SECRET'],
+    ['production with the development JWT_SECRET', { ...production, JWT_SECRET: DEV_JWT_SECRET }, 'JWT_SECRET'],
+    ['TRUST_PROXY=true in production', { ...production, TRUST_PROXY: 'true' }, 'TRUST_PROXY'],
+    ['DEV_ADMIN_EMAIL in production', { ...production, DEV_ADMIN_EMAIL: 'root@example.com' }, 'DEV_ADMIN_EMAIL'],
+    ['ARGON2_MEMORY_KIB=1024 in production', { ...production, ARGON2_MEMORY_KIB: '1024' }, 'ARGON2_MEMORY_KIB']
+  ]
+  // The processes exit before opening anything, so they can all run at once.
+  await Promise.all(cases.map(async ([name, env, variable]) => {
+    const server = spawnServer(t, { MANAGEMENT_PORT: 'off', ...env })
+    const exit = await server.exited
+    t.same(exit, { code: 1, signal: null }, `${name}: exit 1`)
+    const lines = server.stderr().split('\n').filter(Boolean)
+    t.equal(lines.length, 1, `${name}: one line`)
+    t.match(lines[0], new RegExp(`^Invalid configuration: ${variable} `), `${name}: names ${variable}`)
+    t.notMatch(server.stderr(), /\n\s+at /, `${name}: no stack trace`)
+    t.equal(server.stdout(), '', `${name}: nothing else printed`)
+  }))
+})
+
+t.test('three production instances started at once on one empty PostgreSQL database all serve', { skip: process.env.TEST_DATABASE_URL ? false : 'TEST_DATABASE_URL is not set: PostgreSQL-only test skipped' }, async (t) => {
+  const url = await createPostgresDatabase(t)
+  const servers = []
+  for (let i = 0; i < 3; i++) {
+    const [port, managementPort] = [await freePort(), await freePort()]
+    servers.push(spawnServer(t, { APP_PROFILE: 'production', DATABASE_URL: url, JWT_SECRET: TEST_SECRET, PORT: String(port), MANAGEMENT_PORT: String(managementPort), HOST: '127.0.0.1', SHUTDOWN_DRAIN_MS: '0', LOG_LEVEL: 'warn' }))
+  }
+  // Readiness includes "migrations at head": each instance saw the schema complete.
+  await Promise.all(servers.map((server) => waitReady(server)))
+  const user = { username: 'trio', email: 'trio@example.com', password: 'Secreto123' }
+  const created = await http(servers[0].port, 'POST', '/auth/signup', { body: user })
+  t.equal(created.status, 201)
+  t.same(created.json(), { id: 1, username: 'trio', email: 'trio@example.com' })
+  const duplicate = await http(servers[1].port, 'POST', '/auth/signup', { body: user })
+  t.equal(duplicate.status, 409)
+  t.same(duplicate.json(), { email: 'El email ya está registrado', username: 'El username ya está en uso' })
+  const login = await http(servers[2].port, 'POST', '/auth/login', { body: { email: user.email, password: user.password } })
+  t.equal(login.status, 200)
+  t.same({ ...login.json(), token: 'x' }, { id: 1, token: 'x', username: 'trio', email: 'trio@example.com' })
+  for (const server of servers) server.child.kill('SIGTERM')
+  for (const server of servers) t.same(await server.exited, { code: 0, signal: null })
+  t.equal(servers.map((s) => s.stderr()).join(''), '', 'no errors on any instance')
+})
