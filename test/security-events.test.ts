@@ -1,0 +1,94 @@
+import { randomBytes } from 'node:crypto'
+import { Writable } from 'node:stream'
+import t from 'tap'
+import { loadConfig } from '../src/config.js'
+import { loggerOptions } from '../src/logger.js'
+import { emailDigest } from '../src/security-events.js'
+import { build, seedAccounts, testConfig, testDatabases, uniqueUser } from './helper.js'
+
+const ISO_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
+const { user, admin } = seedAccounts
+
+/** The production logger's options (JSON, ISO time, redaction), writing to memory. */
+function captureProductionLog () {
+  const production = loadConfig({ APP_PROFILE: 'production', DATABASE_URL: 'postgres://127.0.0.1/unused', JWT_SECRET: randomBytes(32).toString('hex') })
+  const chunks: string[] = []
+  const stream = new Writable({ write (chunk, _encoding, done) { chunks.push(String(chunk)); done() } })
+  return { text: () => chunks.join(''), logger: { ...(loggerOptions(production) as object), stream } }
+}
+
+for (const kind of testDatabases()) {
+  t.test(`security events (CONTRACT §7) on ${kind}`, async (t) => {
+    const log = captureProductionLog()
+    const app = await build(t, kind, { env: { RATE_LIMITS: 'on' }, logger: log.logger })
+    const secret = testConfig().jwt.secret
+    const lines = () => log.text().trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>)
+    const eventsOf = (reqId: string) => lines().filter((line) => line.reqId === reqId && line.event !== undefined)
+    const login = (email: string, password: string, remoteAddress: string) =>
+      app.inject({ method: 'POST', url: '/auth/login', payload: { email, password }, remoteAddress })
+
+    t.test('a login\'s log holds its events, and neither the password nor the token', async (t) => {
+      const ok = await login(user.email, user.password, '203.0.113.70')
+      t.equal(ok.statusCode, 200)
+      const token = ok.json().token as string
+      const wrong = await login(user.email, 'Wrong12345', '203.0.113.71')
+      t.equal(wrong.statusCode, 401)
+      const unknown = await login('Nadie.Secreto@example.com', 'Otra12345', '203.0.113.72')
+      t.equal(unknown.statusCode, 401)
+
+      const [success] = eventsOf(String(ok.headers['x-request-id']))
+      t.match(success, { level: 30, time: ISO_UTC, event: 'authn_login_success', clientAddress: '203.0.113.70', userId: user.id })
+      t.same(eventsOf(String(ok.headers['x-request-id'])).map((line) => line.event), ['authn_login_success'], 'one event for the login')
+      const [failed] = eventsOf(String(wrong.headers['x-request-id']))
+      t.match(failed, { level: 40, time: ISO_UTC, event: 'authn_login_fail', clientAddress: '203.0.113.71', userId: user.id })
+      t.notOk('emailHmac' in failed, 'a known account is named by its id')
+      const [stranger] = eventsOf(String(unknown.headers['x-request-id']))
+      t.match(stranger, { level: 40, time: ISO_UTC, event: 'authn_login_fail', clientAddress: '203.0.113.72', emailHmac: emailDigest(secret, 'nadie.secreto@example.com') })
+      t.notOk('userId' in stranger)
+
+      const text = log.text()
+      t.notMatch(text, /nadie\.secreto/i, 'the unknown e-mail appears only as its HMAC')
+      for (const secretText of [user.password, 'Wrong12345', 'Otra12345', token, token.split('.')[2]]) {
+        t.notOk(text.includes(secretText), `the log does not hold ${secretText.slice(0, 12)}…`)
+      }
+    })
+
+    t.test('the 11th failed login logs authn_login_lock', async (t) => {
+      for (let i = 0; i < 10; i++) await login(user.email, 'Wrong12345', '203.0.113.73')
+      const locked = await login(user.email, user.password, '203.0.113.73')
+      t.equal(locked.statusCode, 429)
+      t.match(eventsOf(String(locked.headers['x-request-id'])), [{
+        level: 40, time: ISO_UTC, event: 'authn_login_lock', clientAddress: '203.0.113.73', emailHmac: emailDigest(secret, user.email), reason: 'pair', retryAfter: Number
+      }])
+      t.notOk(log.text().includes(user.password))
+    })
+
+    t.test('sign-up, authorization and validation events', async (t) => {
+      const created = uniqueUser('ev')
+      const signup = await app.inject({ method: 'POST', url: '/auth/signup', payload: created, remoteAddress: '203.0.113.74' })
+      t.equal(signup.statusCode, 201)
+      t.match(eventsOf(String(signup.headers['x-request-id'])), [{ level: 30, event: 'user_created', userId: signup.json().id, clientAddress: '203.0.113.74' }])
+
+      const anonymous = await app.inject({ method: 'GET', url: '/users/me', remoteAddress: '203.0.113.74' })
+      t.equal(anonymous.statusCode, 401)
+      t.match(eventsOf(String(anonymous.headers['x-request-id'])), [{ level: 40, event: 'authz_fail', statusCode: 401, reason: 'token_missing' }])
+
+      const forged = await app.inject({ method: 'GET', url: '/users/me', headers: { authorization: 'Bearer aaa.bbb.ccc' } })
+      t.match(eventsOf(String(forged.headers['x-request-id'])), [{ event: 'authz_fail', statusCode: 401, reason: 'token_invalid' }])
+
+      const adminToken = (await login(admin.email, admin.password, '203.0.113.75')).json().token
+      const forbidden = await app.inject({ method: 'GET', url: '/users/me', headers: { authorization: `Bearer ${adminToken}` } })
+      t.equal(forbidden.statusCode, 403)
+      t.match(eventsOf(String(forbidden.headers['x-request-id'])), [{ event: 'authz_fail', statusCode: 403, reason: 'role', userId: admin.id }])
+
+      const invalid = await app.inject({ method: 'POST', url: '/auth/signup', payload: { username: 'ab', email: 'bien@example.com', password: 'sinnumerosNi' }, remoteAddress: '203.0.113.76' })
+      t.equal(invalid.statusCode, 400)
+      const [validation] = eventsOf(String(invalid.headers['x-request-id']))
+      t.same({ ...validation, time: 'x', pid: 0, hostname: 'x' }, {
+        level: 40, time: 'x', pid: 0, hostname: 'x', reqId: invalid.headers['x-request-id'], event: 'input_validation_fail', msg: 'input_validation_fail',
+        clientAddress: '203.0.113.76', context: 'body', fields: ['username', 'password']
+      }, 'field names only')
+      t.notMatch(log.text(), /sinnumerosNi|bien@example\.com/, 'no submitted value reaches the log')
+    })
+  })
+}
