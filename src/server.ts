@@ -5,6 +5,7 @@ import { buildApp, type App } from './app.js'
 import { buildManagementApp, type ManagementApp } from './management/app.js'
 import { createMetrics } from './plugins/metrics.js'
 import { loggerOptions } from './logger.js'
+import { logSecurityEvent } from './security-events.js'
 
 /** Longest wait for in-flight requests once the listener stops accepting (CONTRACT §7). */
 const IN_FLIGHT_MS = 10_000
@@ -48,7 +49,7 @@ closeWithGrace({
   // Readiness answers 503 from now on, so the balancer stops sending new clients here...
   shuttingDown = true
   if (err) app.log.fatal({ err }, 'uncaught exception: draining, then exit 1')
-  else app.log.info({ signal, drainMs: config.shutdownDrainMs }, 'shutting down')
+  logSecurityEvent(app.log, 'sys_shutdown', { reason: err ? 'uncaught exception' : signal ?? 'exit', drainMs: config.shutdownDrainMs })
   // ...while the API keeps serving until the balancer has noticed.
   await sleep(config.shutdownDrainMs)
   // Stop accepting and let in-flight requests finish; cut whatever is still running after 10 s.
@@ -63,6 +64,7 @@ closeWithGrace({
 try {
   await app.listen({ port: config.port, host: config.host })
   if (management) await management.listen({ port: config.management.port!, host: config.management.host })
+  logSecurityEvent(app.log, 'sys_startup', { profile: config.profile, port: config.port, managementPort: config.management.port, database: app.database.driver })
 } catch (error) {
   app.log.fatal({ err: error }, 'cannot listen')
   process.stderr.write(`Cannot listen: ${(error as Error).message}\n`)
