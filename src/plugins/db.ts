@@ -1,7 +1,8 @@
 import fp from 'fastify-plugin'
 import type { Config } from '../config.js'
-import { connectPglite, connectPostgres, type Database } from '../db/client.js'
-import { migratePgliteDatabase, migratePostgresDatabase } from '../db/migrate.js'
+import { connectPostgres, type Database } from '../db/client.js'
+import { migratePostgresDatabase } from '../db/migrate.js'
+import { openMigratedPglite } from '../db/snapshot.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -17,11 +18,8 @@ export interface DbPluginOptions {
 
 /** Opens the configured database, applies pending migrations, and closes it with the app. */
 export async function openDatabase (config: Config): Promise<Database> {
-  if (config.profile === 'development') {
-    const database = await connectPglite()
-    await migratePgliteDatabase(database)
-    return database
-  }
+  // From a snapshot of the migrated schema, rebuilt whenever drizzle/ changes (src/db/snapshot.ts).
+  if (config.profile === 'development') return (await openMigratedPglite()).database
   // loadConfig guarantees a URL in production.
   const url = config.databaseUrl!
   await migratePostgresDatabase(url)
