@@ -1,0 +1,139 @@
+import { spawn } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+import t from 'tap'
+import argon2 from 'argon2'
+import postgres from 'postgres'
+import { buildApp } from '../src/app.js'
+import { connectPostgres } from '../src/db/client.js'
+import { migratePostgresDatabase } from '../src/db/migrate.js'
+import { createPostgresDatabase, testConfig } from './helper.js'
+
+const root = fileURLToPath(new URL('..', import.meta.url))
+const CHEAP = { ARGON2_MEMORY_KIB: '256', ARGON2_ITERATIONS: '1', LOG_LEVEL: 'silent' }
+
+interface Run { code: number | null, stdout: string, stderr: string }
+
+/** `npm run cli -- ...args` without npm: a child process with only the given environment. */
+function cli (args: string[], env: Record<string, string> = {}, input = ''): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], { cwd: root, env: { PATH: process.env.PATH ?? '', ...CHEAP, ...env } })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (chunk) => { stdout += chunk })
+    child.stderr.on('data', (chunk) => { stderr += chunk })
+    child.on('error', reject)
+    child.on('close', (code) => resolve({ code, stdout, stderr }))
+    child.stdin.end(input)
+  })
+}
+
+const events = (stdout: string) => stdout.split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line))
+const ISO_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
+
+t.test('without a database', async (t) => {
+  t.test('the development profile has no persistent database: exit 1 and says so', async (t) => {
+    const run = await cli(['set-role', 'ana@example.com', 'ROLE_ADMIN'])
+    t.equal(run.code, 1)
+    t.match(run.stderr, /development profile has no persistent database[\s\S]*DATABASE_URL/)
+    t.equal(run.stdout, '')
+  })
+
+  t.test('an unknown command or a missing argument prints the usage, exit 1', async (t) => {
+    for (const args of [['frob'], ['set-role', 'ana@example.com'], ['create-admin', 'ana'], []]) {
+      const run = await cli(args)
+      t.equal(run.code, 1, args.join(' '))
+      t.match(run.stderr, /Usage: npm run cli -- <command>/)
+    }
+  })
+
+  t.test('a bad configuration is one line, exit 1', async (t) => {
+    const run = await cli(['hash-benchmark'], { ARGON2_ITERATIONS: 'many' })
+    t.equal(run.code, 1)
+    t.equal(run.stderr, 'Invalid configuration: ARGON2_ITERATIONS must be a positive integer (got "many")\n')
+  })
+
+  t.test('hash-benchmark prints the time of one hash and the logins per second', async (t) => {
+    const run = await cli(['hash-benchmark'], { ARGON2_MEMORY_KIB: '1024', HASH_CONCURRENCY: '2' })
+    t.equal(run.code, 0, run.stderr)
+    t.match(run.stdout, /^argon2id m=1024 KiB, t=1, p=1: one hash takes \d+\.\d ms \(median of 5\)\nabout \d+\.\d logins\/s per core; \d+\.\d logins\/s for this instance \(HASH_CONCURRENCY=2, \d+ cores\)\n$/)
+    t.equal(run.stderr, '', 'no warning for a fast hash')
+  })
+})
+
+t.test('against PostgreSQL', { skip: process.env.TEST_DATABASE_URL ? false : 'TEST_DATABASE_URL is not set: the CLI changes PostgreSQL only' }, async (t) => {
+  const url = await createPostgresDatabase(t)
+  await migratePostgresDatabase(url)
+  const sql = postgres(url, { max: 1, onnotice: () => {} })
+  t.teardown(() => sql.end())
+  const env = { DATABASE_URL: url }
+  const row = async (email: string) => (await sql`select id, username, email, role, password_hash from users where email = ${email}`)[0]
+
+  t.test('create-admin with ADMIN_PASSWORD creates a ROLE_ADMIN account that can log in', async (t) => {
+    const run = await cli(['create-admin', 'Jefa', 'Jefa@Example.com'], { ...env, ADMIN_PASSWORD: 'Secreto123' })
+    t.equal(run.code, 0, run.stderr)
+    const stored = await row('jefa@example.com')
+    t.match(stored, { username: 'Jefa', email: 'jefa@example.com', role: 'ROLE_ADMIN' })
+    t.ok(await argon2.verify(stored.password_hash, 'Secreto123'), 'argon2id hash of the given password')
+    t.equal(run.stdout.split('\n')[0], `Created administrator Jefa <jefa@example.com> (id ${stored.id}) with ROLE_ADMIN.`)
+    const [created] = events(run.stdout)
+    t.same({ ...created, time: 'x', actor: 'x' }, { time: 'x', level: 'info', event: 'user_created', userId: stored.id, role: 'ROLE_ADMIN', source: 'cli', actor: 'x' })
+    t.match(created.time, ISO_UTC)
+    t.notOk(run.stdout.includes('Secreto123') || run.stderr.includes('Secreto123'), 'the password is never printed')
+
+    const database = connectPostgres({ url, poolMax: 2 })
+    const app = await buildApp(testConfig(), { database, seed: false })
+    t.teardown(async () => { await app.close(); await database.close() })
+    const login = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: 'jefa@example.com', password: 'Secreto123' } })
+    t.equal(login.statusCode, 200)
+    const admins = await app.inject({ method: 'GET', url: '/admin/users', headers: { authorization: `Bearer ${login.json().token}` } })
+    t.equal(admins.statusCode, 200, 'the new administrator reads the listing')
+  })
+
+  t.test('create-admin reads the password from standard input, exactly (only the line break dropped)', async (t) => {
+    const run = await cli(['create-admin', 'segunda', 'segunda@example.com'], env, ' Secreto123\n')
+    t.equal(run.code, 0, run.stderr)
+    const stored = await row('segunda@example.com')
+    t.ok(await argon2.verify(stored.password_hash, ' Secreto123'), 'the leading space is part of the password')
+  })
+
+  t.test('a weak password, a bad username or no password: the sign-up rules, exit 1, nothing stored', async (t) => {
+    const weak = await cli(['create-admin', 'ab', 'debil@example.com'], { ...env, ADMIN_PASSWORD: 'secreto' })
+    t.equal(weak.code, 1)
+    t.equal(weak.stderr, 'The account breaks the sign-up rules:\n' +
+      '  username: El username debe tener entre 3 y 20 caracteres\n' +
+      '  password: La password debe tener entre 8 y 16 caracteres\n')
+    const none = await cli(['create-admin', 'vacia', 'vacia@example.com'], env, '')
+    t.equal(none.code, 1)
+    t.equal(none.stderr, 'The account breaks the sign-up rules:\n  password: La password es obligatoria\n')
+    t.equal((await sql`select count(*)::int as n from users where email in ('debil@example.com', 'vacia@example.com')`)[0].n, 0)
+  })
+
+  t.test('a duplicate account: exit 1, naming the field', async (t) => {
+    const run = await cli(['create-admin', 'JEFA', 'jefa@example.com'], { ...env, ADMIN_PASSWORD: 'Secreto123' })
+    t.equal(run.code, 1)
+    t.equal(run.stderr, 'Not created:\n  email: El email ya está registrado\n  username: El username ya está en uso\n')
+  })
+
+  t.test('set-role changes the role, prints it and logs role_changed', async (t) => {
+    const { id } = await row('segunda@example.com')
+    const run = await cli(['set-role', 'SEGUNDA@example.com', 'ROLE_USER'], env)
+    t.equal(run.code, 0, run.stderr)
+    t.equal((await row('segunda@example.com')).role, 'ROLE_USER')
+    t.match(run.stdout, `Changed the role of segunda <segunda@example.com> (id ${id}): ROLE_ADMIN -> ROLE_USER.\n`)
+    t.match(events(run.stdout), [{ time: ISO_UTC, level: 'info', event: 'role_changed', userId: id, previousRole: 'ROLE_ADMIN', role: 'ROLE_USER', source: 'cli' }])
+
+    const again = await cli(['set-role', 'segunda@example.com', 'ROLE_USER'], env)
+    t.equal(again.code, 0)
+    t.equal(again.stdout, `segunda <segunda@example.com> (id ${id}) already has ROLE_USER: nothing changed.\n`, 'no change, no event')
+  })
+
+  t.test('an unknown e-mail or role: a clear message, exit 1', async (t) => {
+    const unknownEmail = await cli(['set-role', 'nadie@example.com', 'ROLE_ADMIN'], env)
+    t.equal(unknownEmail.code, 1)
+    t.equal(unknownEmail.stderr, 'No account has the e-mail nadie@example.com.\n')
+    const unknownRole = await cli(['set-role', 'jefa@example.com', 'ROLE_ROOT'], env)
+    t.equal(unknownRole.code, 1)
+    t.equal(unknownRole.stderr, 'Unknown role "ROLE_ROOT": use ROLE_USER or ROLE_ADMIN.\n')
+    t.equal((await row('jefa@example.com')).role, 'ROLE_ADMIN', 'unchanged')
+  })
+})
