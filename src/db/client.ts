@@ -55,6 +55,10 @@ export function connectPostgres (options: PostgresOptions): Database {
     // (A documented option that postgres.js's types leave out.)
     ...{ max_pipeline: 0 } as object,
     connect_timeout: 1,
+    // postgres.js waits up to 20 s between connection attempts after repeated failures, so a
+    // database back after an outage would sit unused that long; at most 1 s here, with
+    // jitter. Connections are only attempted for a waiting query, so this adds no load.
+    backoff: (retries) => (0.5 + Math.random() / 2) * Math.min(0.05 * 2 ** retries, 1),
     idle_timeout: 60,
     max_lifetime: 30 * 60,
     onnotice: () => {},
