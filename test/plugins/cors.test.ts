@@ -1,0 +1,31 @@
+import t from 'tap'
+import { build, seedAccounts } from '../helper.js'
+
+const { user } = seedAccounts
+const ORIGIN = 'https://app.example.com'
+
+t.test('without CORS_ORIGINS no response carries CORS headers', async (t) => {
+  const app = await build(t, 'pglite')
+  const response = await app.inject({ method: 'POST', url: '/auth/login', headers: { origin: ORIGIN }, payload: { email: user.email, password: user.password } })
+  t.equal(response.statusCode, 200)
+  t.same(Object.keys(response.headers).filter((name) => name.startsWith('access-control-')), [])
+})
+
+t.test('with CORS_ORIGINS only the listed origins are allowed, preflight included', async (t) => {
+  const app = await build(t, 'pglite', { env: { CORS_ORIGINS: `${ORIGIN}, https://admin.example.com` } })
+  const allowed = await app.inject({ method: 'POST', url: '/auth/login', headers: { origin: ORIGIN }, payload: { email: user.email, password: user.password } })
+  t.equal(allowed.statusCode, 200)
+  t.equal(allowed.headers['access-control-allow-origin'], ORIGIN)
+
+  const other = await app.inject({ method: 'POST', url: '/auth/login', headers: { origin: 'https://evil.example.com' }, payload: { email: user.email, password: user.password } })
+  t.notOk(other.headers['access-control-allow-origin'], 'an origin not listed gets no CORS header')
+
+  // Browsers send the preflight without the token: it must not meet the 401 of the auth hook.
+  const preflight = await app.inject({
+    method: 'OPTIONS',
+    url: '/users/me',
+    headers: { origin: 'https://admin.example.com', 'access-control-request-method': 'GET', 'access-control-request-headers': 'authorization, content-type' }
+  })
+  t.equal(preflight.statusCode, 204)
+  t.equal(preflight.headers['access-control-allow-origin'], 'https://admin.example.com')
+})
