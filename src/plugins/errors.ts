@@ -74,7 +74,8 @@ export default fp(async function errorsPlugin (app) {
     const client = clientError(error, request)
     if (client) return reply.code(client.status).send(client.body)
     if (error.code === 'UMS_SERVICE_UNAVAILABLE' || databaseUnavailable(error)) {
-      request.log.warn({ err: error }, 'service unavailable')
+      // Under a flood this runs hundreds of times a second: the code says enough, a stack would not.
+      request.log.warn({ code: error.code, cause: error.message }, 'service unavailable')
       return reply.code(503).header('retry-after', '1').send(httpError(503, messages.unavailable))
     }
     request.log.error({ err: error }, 'unhandled error')

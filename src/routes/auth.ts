@@ -41,8 +41,8 @@ const authRoutes: FastifyPluginAsyncTypebox = async function (app) {
     const { email, password } = request.body
     // §9: counted (or refused with 429) before any hashing, whether the account exists or not.
     const attempt = await app.loginLimiter.begin(request, reply, email.toLowerCase())
-    const user = await usersRepository.findByEmail(email.toLowerCase())
-    const check = await passwords.verify(user?.passwordHash, password)
+    const check = await passwords.authenticate(password, () => usersRepository.findByEmail(email.toLowerCase()))
+    const user = check.account
     if (!user || !check.valid) {
       requestSecurityEvent(request, 'authn_login_fail', user ? { userId: user.id } : { emailHmac: attempt.emailHmac })
       throw new InvalidCredentialsError()

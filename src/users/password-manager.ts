@@ -15,7 +15,9 @@ export interface PasswordManagerOptions {
   readonly onTiming?: (operation: 'hash' | 'verify', seconds: number) => void
 }
 
-export interface PasswordCheck {
+export interface LoginCheck<T> {
+  /** The account `find` returned, whether or not the password matched. */
+  readonly account: T | undefined
   readonly valid: boolean
   /** The stored hash is weaker than the configured cost and should be replaced. */
   readonly needsRehash: boolean
@@ -23,8 +25,12 @@ export interface PasswordCheck {
 
 export interface PasswordManager {
   hash (password: string): Promise<string>
-  /** Verifies against `storedHash`, or against the dummy hash when there is no account. */
-  verify (storedHash: string | undefined, password: string): Promise<PasswordCheck>
+  /**
+   * Looks the account up with `find` and verifies the password, both inside one hashing slot:
+   * logins refused for saturation never reach the database, so a flood cannot queue up on the
+   * pool ahead of other requests. No account → the dummy hash is verified, in the same time.
+   */
+  authenticate<T extends { passwordHash: string }> (password: string, find: () => Promise<T | undefined>): Promise<LoginCheck<T>>
 }
 
 const PHC_ARGON2ID_V19 = /^\$argon2id\$v=19\$([a-z]=\d+(?:,[a-z]=\d+)*)\$/
@@ -43,7 +49,6 @@ export function weakerThan (storedHash: string, cost: Argon2Cost): boolean {
 
 /** Longest login password ever hashed: anything longer is refused before argon2 runs. */
 export const MAX_LOGIN_PASSWORD = 128
-const REFUSED: PasswordCheck = Object.freeze({ valid: false, needsRehash: false })
 
 /**
  * argon2id with the configured cost, bounded by a work limiter. An unknown e-mail is checked
@@ -65,12 +70,17 @@ export async function createPasswordManager ({ cost, concurrency, onTiming }: Pa
 
   return {
     hash,
-    async verify (storedHash, password) {
+    async authenticate (password, find) {
       // Counted in code points like every other length; the cap keeps huge inputs off argon2.
-      if (password.length > MAX_LOGIN_PASSWORD && [...password].length > MAX_LOGIN_PASSWORD) return REFUSED
-      const matches = await limit(() => timed('verify', () => argon2.verify(storedHash ?? dummyHash, password)))
-      if (!matches || storedHash === undefined) return REFUSED
-      return { valid: true, needsRehash: weakerThan(storedHash, cost) }
+      if (password.length > MAX_LOGIN_PASSWORD && [...password].length > MAX_LOGIN_PASSWORD) {
+        return { account: await find(), valid: false, needsRehash: false }
+      }
+      return limit(async () => {
+        const account = await find()
+        const matches = await timed('verify', () => argon2.verify(account?.passwordHash ?? dummyHash, password))
+        const valid = matches && account !== undefined
+        return { account, valid, needsRehash: valid && weakerThan(account.passwordHash, cost) }
+      })
     }
   }
 }

@@ -1,0 +1,79 @@
+// Shared by the bench scripts: a throw-away PostgreSQL database and the built service on it.
+import { spawn } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { once } from 'node:events'
+import postgres from 'postgres'
+
+export const ADMIN_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
+
+/** Creates an empty database; returns its URL and a function that drops it. */
+export async function createDatabase (prefix = 'ums_bench') {
+  const name = `${prefix}_${randomBytes(5).toString('hex')}`
+  const admin = postgres(ADMIN_URL, { max: 1, onnotice: () => {} })
+  await admin.unsafe(`create database ${name}`)
+  await admin.end()
+  const url = new URL(ADMIN_URL)
+  url.pathname = `/${name}`
+  return {
+    url: url.toString(),
+    async drop () {
+      const dropper = postgres(ADMIN_URL, { max: 1, onnotice: () => {} })
+      await dropper.unsafe(`drop database if exists ${name} with (force)`)
+      await dropper.end()
+    }
+  }
+}
+
+/**
+ * Starts `node dist/server.js` in the production profile (rate limits off: this is a load test)
+ * and resolves once it answers. `cpu` pins it with taskset.
+ */
+export async function startService ({ databaseUrl, port = 18080, env = {}, cpu } = {}) {
+  const serviceEnv = {
+    ...process.env,
+    APP_PROFILE: 'production',
+    DATABASE_URL: databaseUrl,
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    MANAGEMENT_PORT: 'off',
+    RATE_LIMITS: 'off',
+    LOG_LEVEL: 'warn',
+    SHUTDOWN_DRAIN_MS: '0',
+    JWT_SECRET: randomBytes(36).toString('base64'),
+    UV_THREADPOOL_SIZE: process.env.UV_THREADPOOL_SIZE ?? '8',
+    ...env
+  }
+  const [command, args] = cpu === undefined ? ['node', ['dist/server.js']] : ['taskset', ['-c', String(cpu), 'node', 'dist/server.js']]
+  const child = spawn(command, args, { env: serviceEnv, stdio: ['ignore', 'ignore', 'inherit'] })
+  const base = `http://127.0.0.1:${port}`
+  for (let i = 0; i < 200; i++) {
+    if (child.exitCode !== null) throw new Error(`service exited with ${child.exitCode}`)
+    try {
+      await fetch(`${base}/auth/x`)
+      break
+    } catch {
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+  }
+  return {
+    base,
+    pid: child.pid,
+    child,
+    async stop () {
+      if (child.exitCode !== null) return
+      child.kill('SIGTERM')
+      await once(child, 'exit')
+    }
+  }
+}
+
+export async function postJson (base, path, body, headers = {}) {
+  const response = await fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) })
+  return { status: response.status, body: await response.json() }
+}
+
+export const median = (values) => {
+  const sorted = [...values].sort((a, b) => a - b)
+  const middle = sorted.length >> 1
+  return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
+}
