@@ -51,7 +51,8 @@ export default fp<{ config: Config }>(async function loginLimiterPlugin (app, { 
   app.decorate('loginLimiter', {
     async begin (request: FastifyRequest, reply: FastifyReply, email: string): Promise<LoginAttempt> {
       // IPv6 clients count per /64 and IPv4-mapped addresses as IPv4, as for sign-up.
-      const address = normalizeIP(request.ip)
+      // A socket closed before the request was read has no address: those share one counter.
+      const address = request.ip ? normalizeIP(request.ip) : 'unknown'
       const emailHmac = digest(email)
       const verdict = await limiter.begin(address, emailHmac)
       if (verdict.blocked) {
