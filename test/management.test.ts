@@ -1,3 +1,7 @@
+import { execFile } from 'node:child_process'
+import { accessSync, constants } from 'node:fs'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
 import t, { type Test } from 'tap'
 import { sql } from 'drizzle-orm'
 import { buildApp } from '../src/app.js'
@@ -134,6 +138,32 @@ for (const kind of testDatabases()) {
     t.same(live.json(), { status: 'up' })
   })
 }
+
+/** Debian's chromium, when installed (`apt-get install -y chromium`); the /docs browser check needs it. */
+function findChromium (): string | undefined {
+  for (const dir of (process.env.PATH ?? '').split(':')) {
+    for (const name of ['chromium', 'chromium-browser']) {
+      try {
+        accessSync(join(dir, name), constants.X_OK)
+        return join(dir, name)
+      } catch {}
+    }
+  }
+  return undefined
+}
+
+const chromium = findChromium()
+t.test('/docs, opened in headless Chromium, shows the four operations', { skip: chromium ? false : 'chromium is not installed (apt-get install -y chromium): browser check of /docs skipped' }, async (t) => {
+  const api = await build(t, 'pglite')
+  const management = await buildManagementApp({ api, isShuttingDown: () => false })
+  t.teardown(() => management.close())
+  await management.listen({ port: 0, host: '127.0.0.1' })
+  const { port } = management.server.address() as { port: number }
+  // --dump-dom prints the page once its scripts ran and fetched the document (virtual time).
+  const { stdout: dom } = await promisify(execFile)(chromium!, ['--headless', '--no-sandbox', '--disable-gpu', '--virtual-time-budget=15000', '--dump-dom', `http://127.0.0.1:${port}/docs`], { timeout: 60_000, maxBuffer: 16 * 1024 * 1024 })
+  const operations = [...dom.matchAll(/class="opblock-summary-method">([A-Z]+)<[\s\S]*?data-path="([^"]+)"/g)].map(([, method, path]) => `${method} ${path}`)
+  t.same(operations, ['POST /auth/signup', 'POST /auth/login', 'GET /users/me', 'GET /admin/users'])
+})
 
 /** Structural checks of OpenAPI 3.1: version, the four operations, their schemas, bearer security, every $ref resolvable. */
 function checkOpenApi (t: Test, document: Json): void {

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { DEV_JWT_SECRET, SECRET_PLACEHOLDER } from '../src/config.js'
-import { createPostgresDatabase, seedAccounts } from './helper.js'
+import { build, createPostgresDatabase, seedAccounts } from './helper.js'
 import { TEST_SECRET, freePort, http, portIsFree, spawnServer, waitFor, waitReady } from './server-process.js'
 
 // The real process, over real HTTP: what app.inject cannot show.
@@ -13,7 +13,7 @@ t.test('the development process serves GET /users/me with a JSON body over HTTP'
   const login = await http(port, 'POST', '/auth/login', { body: { email, password } })
   t.equal(login.status, 200)
   const { token } = login.json()
-  const me = await http(port, 'GET', '/users/me', { body: { email, password }, headers: { authorization: `Bearer ${token}` } })
+  const me = await http(port, 'GET', '/users/me', { body: { email, password }, headers: { authorization: `Bearer ${token}`, connection: 'keep-alive' } })
   t.equal(me.status, 200)
   t.equal(me.headers['content-type'], 'application/json; charset=utf-8')
   t.equal(me.headers['x-content-type-options'], 'nosniff')
@@ -21,6 +21,7 @@ t.test('the development process serves GET /users/me with a JSON body over HTTP'
   t.notOk(me.headers.server)
   t.notOk(me.headers['x-powered-by'])
   t.same(me.json(), { id: 2, username: 'user', email, role: 'ROLE_USER' })
+  t.equal(me.headers['keep-alive'], 'timeout=65', 'keep-alive outlasts a balancer\'s usual 60 s idle timeout')
   const otherEmail = await http(port, 'GET', '/users/me', { body: { email: 'admin@example.com' }, headers: { authorization: `Bearer ${token}` } })
   t.equal(otherEmail.status, 403, 'the GET body is read: another e-mail is refused')
   t.same(otherEmail.json(), { statusCode: 403, error: 'Forbidden', message: 'Acceso denegado' })
@@ -95,4 +96,9 @@ t.test('three production instances started at once on one empty PostgreSQL datab
   for (const server of servers) server.child.kill('SIGTERM')
   for (const server of servers) t.same(await server.exited, { code: 0, signal: null })
   t.equal(servers.map((s) => s.stderr()).join(''), '', 'no errors on any instance')
+})
+
+t.test('the HTTP server has the timeouts of CONTRACT §7', async (t) => {
+  const app = await build(t, 'pglite')
+  t.same({ request: app.server.requestTimeout, headers: app.server.headersTimeout, keepAlive: app.server.keepAliveTimeout }, { request: 10_000, headers: 5_000, keepAlive: 65_000 })
 })
