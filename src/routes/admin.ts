@@ -17,14 +17,20 @@ const adminRoutes: FastifyPluginAsyncTypebox = async function (app) {
     const batches = app.usersRepository.listJsonBatches()
     // Read the first batch before answering, so a database outage is still a clean 503.
     const first = await batches.next()
+    // Separators go out as their own chunks: gluing them to a page would copy the page.
     async function * body () {
-      yield first.done ? '[' : '[' + first.value
-      for await (const batch of batches) yield ',' + batch
+      yield '['
+      if (!first.done) yield first.value
+      for await (const page of batches) {
+        yield ','
+        yield page
+      }
       yield ']'
     }
     // A stream bypasses the serializer: PostgreSQL already wrote each record with exactly
-    // the schema's four fields. Fastify destroys the stream if the client goes away, which
-    // ends the generator and so the queries.
+    // the schema's four fields. The stream only pulls a page when the socket has taken the
+    // previous one, and Fastify destroys it if the client goes away, which ends the generator
+    // between two queries: no cursor or transaction is left open.
     return reply.type('application/json; charset=utf-8').send(Readable.from(body(), { objectMode: false }))
   })
 }

@@ -1,9 +1,10 @@
-import { eq, gt, sql } from 'drizzle-orm'
+import { eq, sql } from 'drizzle-orm'
 import type { AppDatabase } from '../db/client.js'
 import { users, type Role } from '../db/schema.js'
 import { uniqueViolation } from '../db/errors.js'
 import { DuplicateUserError } from '../errors.js'
 import { messages } from '../messages.js'
+import { createUsersListing } from './users-listing.js'
 
 export interface NewUser { username: string, email: string, passwordHash: string, role?: Role }
 export interface PublicUser { id: number, username: string, email: string, role: Role }
@@ -20,11 +21,7 @@ export function createUsersRepository (db: AppDatabase) {
     .where(sql`${users.email} = ${sql.placeholder('email')} or lower(${users.username}) = lower(${sql.placeholder('username')})`)
     .prepare('users_conflicts')
 
-  // PostgreSQL builds each batch of the listing as JSON text, so rows never become JS objects.
-  const page = db.select({ id: users.id, json: sql<string>`json_build_object('id', ${users.id}, 'username', ${users.username}, 'email', ${users.email}, 'role', ${users.role})::text`.as('json') })
-    .from(users).where(gt(users.id, sql.placeholder('after'))).orderBy(users.id).limit(sql.placeholder('size')).as('page')
-  const listBatch = db.select({ json: sql<string | null>`string_agg(${page.json}, ',' order by ${page.id})`, last: sql<number | null>`max(${page.id})` })
-    .from(page).prepare('users_list_batch')
+  const listing = createUsersListing(db)
 
   return {
     async findByEmail (email: string) {
@@ -58,20 +55,8 @@ export function createUsersRepository (db: AppDatabase) {
       return row
     },
 
-    /**
-     * The listing as JSON text in batches of `size` rows, ordered by id, each batch one string
-     * of comma-separated objects. Keyset pages hold no connection or transaction between
-     * batches, so a slow reader never pins a pooled connection.
-     */
-    async * listJsonBatches (size = 5000): AsyncGenerator<string> {
-      let after = 0
-      for (;;) {
-        const [batch] = await listBatch.execute({ after, size })
-        if (!batch?.json || batch.last === null) return
-        yield batch.json
-        after = Number(batch.last)
-      }
-    }
+    /** The admin listing as JSON text, page by page (see users-listing.ts). */
+    listJsonBatches: listing.listJsonBatches
   }
 
   async function duplicatedFields (user: NewUser, constraint: string): Promise<DuplicateUserError['fields']> {

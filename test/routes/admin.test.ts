@@ -76,7 +76,7 @@ for (const kind of testDatabases()) {
       const expected = JSON.stringify(await expectedListing(app))
       for (const size of [997, 4999, 5000, 12_343, 100_000]) {
         const batches: string[] = []
-        for await (const batch of app.usersRepository.listJsonBatches(size)) batches.push(batch)
+        for await (const batch of app.usersRepository.listJsonBatches(size)) batches.push(batch.toString())
         t.same(JSON.parse(`[${batches.join(',')}]`), JSON.parse(expected), `size ${size}`)
         t.equal(batches.length, Math.ceil(JSON.parse(expected).length / size), `size ${size}: number of pages`)
       }
