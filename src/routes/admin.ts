@@ -14,6 +14,8 @@ const adminRoutes: FastifyPluginAsyncTypebox = async function (app) {
       response: { 200: UserList, ...errorResponses }
     }
   }, async function (request, reply) {
+    // Fastify's HEAD twin would run the whole listing only to drain it: answer the headers alone.
+    if (request.method === 'HEAD') return reply.type('application/json; charset=utf-8').send(Readable.from([]))
     const batches = app.usersRepository.listJsonBatches()
     // Read the first batch before answering, so a database outage is still a clean 503.
     const first = await batches.next()

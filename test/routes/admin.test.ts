@@ -45,6 +45,21 @@ for (const kind of testDatabases()) {
       ])
     })
 
+    t.test('HEAD answers the headers without running the listing', async (t) => {
+      const original = app.usersRepository.listJsonBatches
+      let calls = 0
+      app.usersRepository.listJsonBatches = (size?: number) => { calls++; return original(size) }
+      t.teardown(() => { app.usersRepository.listJsonBatches = original })
+      const response = await app.inject({ method: 'HEAD', url: '/admin/users', headers: { authorization: `Bearer ${token}` } })
+      t.equal(response.statusCode, 200)
+      t.equal(response.headers['content-type'], 'application/json; charset=utf-8')
+      t.equal(response.body, '')
+      t.equal(calls, 0)
+      const anonymous = await app.inject({ method: 'HEAD', url: '/admin/users' })
+      t.equal(anonymous.statusCode, 401)
+      t.equal(anonymous.headers['www-authenticate'], 'Bearer')
+    })
+
     t.test('text that JSON must escape comes out intact', async (t) => {
       const odd = [
         { username: 'Zoë "quoted"', email: 'zoe+tag@example.com' },
