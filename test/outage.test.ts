@@ -8,6 +8,9 @@ import { buildManagementApp } from '../src/management/app.js'
 import { createPostgresDatabase } from './helper.js'
 import { TEST_SECRET, freePort, http } from './server-process.js'
 
+// Real processes start slowly on a busy two-core machine: more than .taprc's 120 s per file.
+t.setTimeout(300_000)
+
 type CutMode = 'refuse' | 'black-hole'
 
 /**

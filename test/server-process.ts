@@ -95,7 +95,7 @@ export function http (port: number, method: string, path: string, options: { bod
 }
 
 /** Polls `GET path` on `port` until it answers `status`, the process exits, or `timeoutMs` passes. */
-export async function waitFor (server: ServerProcess, port: number, path: string, status = 200, timeoutMs = 30_000): Promise<void> {
+export async function waitFor (server: ServerProcess, port: number, path: string, status = 200, timeoutMs = 90_000): Promise<void> {
   const deadline = Date.now() + timeoutMs
   let exited = false
   server.exited.then(() => { exited = true }, () => {})
@@ -110,7 +110,7 @@ export async function waitFor (server: ServerProcess, port: number, path: string
 }
 
 /** Waits until the management listener reports ready (the API listens, the database is migrated). */
-export function waitReady (server: ServerProcess, timeoutMs = 30_000): Promise<void> {
+export function waitReady (server: ServerProcess, timeoutMs = 90_000): Promise<void> {
   if (server.managementPort === undefined) throw new Error('no management listener to ask')
   return waitFor(server, server.managementPort, '/health/ready', 200, timeoutMs)
 }
