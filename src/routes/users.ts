@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { ForbiddenError } from '../errors.js'
+import { requestSecurityEvent } from '../security-events.js'
 import { BadRequest, errorResponses } from '../schemas/errors.js'
 import { MeBody, UserRecord } from '../schemas/users.js'
 
@@ -33,7 +34,10 @@ const usersRoutes: FastifyPluginAsyncTypebox = async function (app) {
     // The auth hook looked the account up; the token is the proof of identity.
     const account = request.account!
     const email = request.body?.email
-    if (email !== undefined && email.toLowerCase() !== account.email) throw new ForbiddenError()
+    if (email !== undefined && email.toLowerCase() !== account.email) {
+      requestSecurityEvent(request, 'authz_fail', { statusCode: 403, reason: 'email_mismatch', userId: account.id })
+      throw new ForbiddenError()
+    }
     return account
   })
 }
