@@ -1,0 +1,297 @@
+// npm run bench: the service against this machine's own limits, every figure with its ratio.
+// The built service runs in the production profile on a fresh PostgreSQL database, pinned to
+// core 0; autocannon runs in a separate process pinned to core 1. Each scenario and its limit
+// alternate over two rounds of 32 connections × 10 s. RATE_LIMITS=off: this is a load test.
+// Prints a table and writes bench/results.json. Options: --quick (skip the 10^5/10^6 listing),
+// --profile (service under `node --cpu-prof`, bench/*.cpuprofile).
+import { spawn } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { once } from 'node:events'
+import http from 'node:http'
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { cpus, totalmem, release } from 'node:os'
+import { join } from 'node:path'
+import { performance } from 'node:perf_hooks'
+import { fileURLToPath } from 'node:url'
+import argon2 from 'argon2'
+import postgres from 'postgres'
+
+const root = fileURLToPath(new URL('..', import.meta.url))
+const flags = new Set(process.argv.slice(2))
+// --only=me,ceiling runs just those scenarios (for profiling) and stops before the summary.
+const only = [...flags].find((f) => f.startsWith('--only='))?.slice(7).split(',')
+const ADMIN_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
+const CONNECTIONS = 32
+const DURATION = Number(process.env.BENCH_DURATION ?? 10)
+const ROUNDS = 2
+const SERVICE_CPU = '0'
+const LOAD_CPU = '1'
+// Set here because it cannot be set reliably from inside the process; the raw argon2 rate uses the same.
+const THREADPOOL = process.env.UV_THREADPOOL_SIZE ?? '4'
+// One core for the service, so one hash at a time, as the raw rate it is compared with.
+const HASH_CONCURRENCY = process.env.BENCH_HASH_CONCURRENCY ?? '1'
+const COST = { memoryCost: 19456, timeCost: 2, parallelism: 1 }
+const LIST_USERS = 10_000
+const port = 20000 + Math.floor(Math.random() * 20000)
+const ceilingPort = port + 1
+const MB = 1024 * 1024
+
+const log = (line) => process.stderr.write(`[bench] ${line}\n`)
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+const mean = (values) => values.reduce((a, b) => a + b, 0) / values.length
+
+/** Runs a node script (pinned with taskset when `cpu` is given) and parses its last stdout line as JSON. */
+async function runNode (script, args, { cpu, env = {} } = {}) {
+  const command = cpu === undefined ? ['node', script, ...args] : ['taskset', '-c', cpu, 'node', script, ...args]
+  const child = spawn(command[0], command.slice(1), { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] })
+  let out = ''
+  child.stdout.on('data', (chunk) => { out += chunk })
+  const [code] = await once(child, 'exit')
+  if (code !== 0) throw new Error(`${script} exited with ${code}`)
+  return JSON.parse(out.trim().split('\n').at(-1))
+}
+
+const load = (spec) => runNode('bench/load.js', [JSON.stringify({ connections: CONNECTIONS, duration: DURATION, ...spec })], { cpu: LOAD_CPU })
+const rawArgon2 = (mode) => runNode('bench/argon2-rate.js', [JSON.stringify({ mode, concurrency: Number(HASH_CONCURRENCY), seconds: DURATION, cost: COST })], { cpu: SERVICE_CPU, env: { UV_THREADPOOL_SIZE: THREADPOOL } })
+
+/** User + system CPU seconds of a process so far (clock ticks of 10 ms). */
+function cpuSeconds (pid) {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')
+  return (Number(fields[11]) + Number(fields[12])) / 100
+}
+
+function rss (pid) {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8')
+  return Number(status.match(/^VmRSS:\s+(\d+) kB/m)[1]) * 1024
+}
+
+/** Starts a process and waits until `url` answers anything. */
+async function startProcess (command, env, url) {
+  const started = performance.now()
+  const child = spawn(command[0], command.slice(1), { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit'] })
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`${command.join(' ')} exited with ${child.exitCode}`)
+    try {
+      await fetch(url)
+      break
+    } catch {
+      await sleep(5)
+    }
+  }
+  return {
+    child,
+    pid: child.pid,
+    startMs: performance.now() - started,
+    async stop () {
+      if (child.exitCode !== null) return
+      child.kill('SIGTERM')
+      await once(child, 'exit')
+    }
+  }
+}
+
+/** One request over node:http (fetch refuses a body on GET, which SPEC's own-info request has). */
+function request (base, method, path, { body, token } = {}) {
+  const payload = body ? JSON.stringify(body) : undefined
+  const headers = { ...(payload ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) } : {}), ...(token ? { authorization: `Bearer ${token}` } : {}) }
+  return new Promise((resolve, reject) => {
+    const req = http.request(`${base}${path}`, { method, headers }, (res) => {
+      const chunks = []
+      res.on('data', (chunk) => chunks.push(chunk))
+      res.on('end', () => resolve({ status: res.statusCode, text: Buffer.concat(chunks).toString('utf8') }))
+      res.on('error', reject)
+    })
+    req.on('error', reject)
+    req.end(payload)
+  })
+}
+
+/** Development start-up: `node dist/server.js` in the development profile to its first answer. */
+async function devStartup () {
+  const { defaultCacheDirs, migrationsHash, snapshotFileName } = await import('../dist/db/snapshot.js')
+  const name = snapshotFileName(await migrationsHash())
+  const startOnce = async () => {
+    const devPort = port + 2
+    const service = await startProcess(['node', 'dist/server.js'], { APP_PROFILE: 'development', PORT: String(devPort), MANAGEMENT_PORT: String(devPort + 1), UV_THREADPOOL_SIZE: THREADPOOL }, `http://127.0.0.1:${devPort}/auth/x`)
+    await service.stop()
+    return service.startMs
+  }
+  // The first start after a change to drizzle/ (or a fresh clone) builds the snapshot.
+  for (const dir of defaultCacheDirs) rmSync(join(dir, name), { force: true })
+  const cold = await startOnce()
+  const warm = []
+  for (let i = 0; i < 5; i++) warm.push(await startOnce())
+  return { firstStartMs: cold, warmStartsMs: warm, medianMs: [...warm].sort((a, b) => a - b)[2] }
+}
+
+/** Issue 5's bench/list-users.js, when present: rows/s and peak RSS at 10^4, 10^5 and 10^6 users. */
+async function listingAtScale () {
+  if (!existsSync(join(root, 'bench/list-users.js'))) return undefined
+  const child = spawn('node', ['bench/list-users.js', '10000,100000,1000000'], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] })
+  let out = ''
+  let err = ''
+  child.stdout.on('data', (chunk) => { out += chunk })
+  child.stderr.on('data', (chunk) => { err += chunk })
+  const [code] = await once(child, 'exit')
+  if (code !== 0) throw new Error(`bench/list-users.js exited with ${code}: ${err.slice(-500)}`)
+  return { rows: err.split('\n').filter((line) => line.startsWith('{"users"')).map((line) => JSON.parse(line)), table: out.trim() }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+const dbName = `ums_perf_${randomBytes(5).toString('hex')}`
+const admin = postgres(ADMIN_URL, { max: 1, onnotice: () => {} })
+await admin.unsafe(`create database ${dbName}`)
+const databaseUrl = Object.assign(new URL(ADMIN_URL), { pathname: `/${dbName}` }).toString()
+const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} })
+const serviceEnv = {
+  APP_PROFILE: 'production',
+  DATABASE_URL: databaseUrl,
+  HOST: '127.0.0.1',
+  PORT: String(port),
+  MANAGEMENT_PORT: 'off',
+  RATE_LIMITS: 'off',
+  JWT_SECRET: randomBytes(36).toString('base64'), // 48 characters
+  UV_THREADPOOL_SIZE: THREADPOOL,
+  HASH_CONCURRENCY,
+  SHUTDOWN_DRAIN_MS: '0'
+}
+const base = `http://127.0.0.1:${port}`
+const results = {
+  date: new Date().toISOString(),
+  machine: { cpu: cpus()[0]?.model, cores: cpus().length, memoryGB: Math.round(totalmem() / 1024 ** 3), node: process.version, kernel: release() },
+  command: 'npm run bench',
+  settings: { connections: CONNECTIONS, durationS: DURATION, rounds: ROUNDS, serviceCpu: SERVICE_CPU, loadCpu: LOAD_CPU, UV_THREADPOOL_SIZE: THREADPOOL, HASH_CONCURRENCY, RATE_LIMITS: 'off', LOG_LEVEL: 'info (production default, to /dev/null)', argon2: COST, listingUsers: LIST_USERS },
+  rounds: [],
+  summary: {}
+}
+
+let service
+let ceiling
+try {
+  const serviceCommand = flags.has('--profile')
+    ? ['taskset', '-c', SERVICE_CPU, 'node', '--cpu-prof', `--cpu-prof-dir=${join(root, 'bench')}`, 'dist/server.js']
+    : ['taskset', '-c', SERVICE_CPU, 'node', 'dist/server.js']
+  service = await startProcess(serviceCommand, serviceEnv, `${base}/auth/x`)
+  await sleep(1000)
+  const idleAfterStart = rss(service.pid)
+  log(`service pid ${service.pid} on core ${SERVICE_CPU}, idle RSS ${(idleAfterStart / MB).toFixed(1)} MB`)
+
+  // Seed: an admin, a user, and filler up to 10^4 accounts, all with real argon2id hashes of the configured cost.
+  const hash = await argon2.hash('Bench12345', { type: argon2.argon2id, ...COST })
+  await sql`insert into users (username, email, password_hash, role) values ('benchadmin', 'bench-admin@example.com', ${hash}, 'ROLE_ADMIN'), ('benchuser', 'bench-user@example.com', ${hash}, 'ROLE_USER')`
+  await sql`insert into users (username, email, password_hash)
+    select 'filler' || g, 'filler' || g || '@example.com', ${hash} from generate_series(3, ${LIST_USERS}) as g`
+  await sql`vacuum analyze users`
+  const userLogin = { email: 'bench-user@example.com', password: 'Bench12345' }
+  const userToken = JSON.parse((await request(base, 'POST', '/auth/login', { body: userLogin })).text).token
+  const adminToken = JSON.parse((await request(base, 'POST', '/auth/login', { body: { email: 'bench-admin@example.com', password: 'Bench12345' } })).text).token
+  log('seeded; tokens issued')
+  const me = await request(base, 'GET', '/users/me', { token: userToken, body: userLogin })
+  if (me.status !== 200) throw new Error(`seeding failed: /users/me answered ${me.status} ${me.text}`)
+  // The listing must be complete and valid before it is timed.
+  const listing = await request(base, 'GET', '/admin/users', { token: adminToken }).catch((error) => ({ status: error.code, text: '' }))
+  const listed = listing.status === 200 ? JSON.parse(listing.text) : []
+  if (listed.length !== LIST_USERS || listed.some((row, i) => i > 0 && row.id <= listed[i - 1].id)) throw new Error(`seeding failed: /admin/users answered ${listing.status} with ${listed.length} rows`)
+
+  ceiling = await startProcess(['taskset', '-c', SERVICE_CPU, 'node', 'bench/ceiling.js', String(ceilingPort), me.text], {}, `http://127.0.0.1:${ceilingPort}/`)
+
+  // SPEC's own-info request: a JSON body on a GET, sent to the service and the ceiling alike.
+  const meSpec = { method: 'GET', headers: { authorization: `Bearer ${userToken}`, 'content-type': 'application/json' }, body: JSON.stringify(userLogin) }
+  const scenarios = {
+    ceiling: () => load({ ...meSpec, url: `http://127.0.0.1:${ceilingPort}/users/me` }),
+    me: () => load({ ...meSpec, url: `${base}/users/me` }),
+    rawVerify: () => rawArgon2('verify'),
+    login: () => load({ url: `${base}/auth/login`, method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(userLogin) }),
+    listing: () => load({ url: `${base}/admin/users`, headers: { authorization: `Bearer ${adminToken}` } }),
+    rawHash: () => rawArgon2('hash'),
+    signup: async (round) => {
+      const result = await load({ url: `${base}/auth/signup`, method: 'POST', headers: { 'content-type': 'application/json' }, signupPrefix: `b${round}${randomBytes(2).toString('hex')}` })
+      // Back to exactly 10^4 users for the next listing round.
+      await sql`delete from users where email like '%@bench.example.com'`
+      return result
+    }
+  }
+
+  log('warm-up (discarded): 3 s each of the ceiling, /users/me and the listing')
+  for (const name of ['ceiling', 'me', 'listing'].filter((name) => !only || only.includes(name))) await load({ ...(name === 'listing' ? { url: `${base}/admin/users`, headers: { authorization: `Bearer ${adminToken}` } } : { ...meSpec, url: name === 'ceiling' ? `http://127.0.0.1:${ceilingPort}/users/me` : `${base}/users/me` }), duration: 3 })
+
+  for (let round = 1; round <= ROUNDS; round++) {
+    const figures = {}
+    for (const [name, run] of Object.entries(scenarios)) {
+      if (only && !only.includes(name)) continue
+      // CPU time per answer is steadier than requests per second on a machine shared with other work.
+      const pid = name === 'ceiling' ? ceiling.pid : service.pid
+      const cpuBefore = cpuSeconds(pid)
+      figures[name] = await run(round)
+      const f = figures[name]
+      if (f.ok !== undefined) f.cpuMicrosPerRequest = ((cpuSeconds(pid) - cpuBefore) / (f.ok + f.non2xx)) * 1e6
+      log(`round ${round} ${name}: ${f.perSecond.toFixed(1)}/s${f.latency ? `, p99 ${f.latency.p99} ms, non-2xx ${f.non2xx}, errors ${f.errors}, ${f.cpuMicrosPerRequest.toFixed(0)} µs CPU each` : ''}`)
+    }
+    results.rounds.push(figures)
+  }
+  await sleep(5000)
+  const idleAfterLoad = rss(service.pid)
+
+  if (only) throw new Error('partial run (--only): no summary')
+  const avg = (name, field = 'perSecond') => mean(results.rounds.map((r) => r[name][field]))
+  const p99 = Math.max(...results.rounds.map((r) => r.me.latency.p99))
+  results.summary = {
+    me: { perSecond: avg('me'), ceilingPerSecond: avg('ceiling'), ratio: avg('me') / avg('ceiling'), p99Ms: p99, ceilingP99Ms: Math.max(...results.rounds.map((r) => r.ceiling.latency.p99)) },
+    login: { perSecond: avg('login'), rawVerifyPerSecond: avg('rawVerify'), ratio: avg('login') / avg('rawVerify'), p99Ms: Math.max(...results.rounds.map((r) => r.login.latency.p99)), non2xx: results.rounds.reduce((n, r) => n + r.login.non2xx, 0) },
+    signup: { perSecond: avg('signup'), rawHashPerSecond: avg('rawHash'), ratio: avg('signup') / avg('rawHash'), p99Ms: Math.max(...results.rounds.map((r) => r.signup.latency.p99)), non2xx: results.rounds.reduce((n, r) => n + r.signup.non2xx, 0) },
+    listing: { users: LIST_USERS, listingsPerSecond: avg('listing'), rowsPerSecond: avg('listing') * LIST_USERS, p99Ms: Math.max(...results.rounds.map((r) => r.listing.latency.p99)) },
+    idleRss: { afterStartMB: idleAfterStart / MB, afterLoadMB: idleAfterLoad / MB }
+  }
+} finally {
+  await ceiling?.stop()
+  await service?.stop()
+  await sql.end()
+  await admin.unsafe(`drop database if exists ${dbName} with (force)`)
+  await admin.end()
+}
+
+if (!flags.has('--quick')) {
+  log('listing at 10^4, 10^5 and 10^6 users (bench/list-users.js, its own database)')
+  results.summary.listingAtScale = await listingAtScale()
+}
+log('development start-up: one first start (snapshot built), then five')
+results.summary.devStartup = await devStartup()
+
+// ---------------------------------------------------------------------------------------------
+
+const s = results.summary
+const pct = (x) => `${(x * 100).toFixed(1)}%`
+const n = (x, digits = 0) => x.toLocaleString('en', { maximumFractionDigits: digits, minimumFractionDigits: digits })
+const rows = [
+  ['GET /users/me', `${n(s.me.perSecond)} req/s`, `ceiling ${n(s.me.ceilingPerSecond)} req/s`, pct(s.me.ratio), '≥ 25%', s.me.ratio >= 0.25],
+  ['GET /users/me p99', `${s.me.p99Ms} ms`, `ceiling p99 ${s.me.ceilingP99Ms} ms`, '', '< 10 ms', s.me.p99Ms < 10],
+  ['POST /auth/login', `${n(s.login.perSecond, 1)} req/s`, `raw verify ${n(s.login.rawVerifyPerSecond, 1)}/s`, pct(s.login.ratio), '≥ 90%', s.login.ratio >= 0.9],
+  ['POST /auth/signup', `${n(s.signup.perSecond, 1)} req/s`, `raw hash ${n(s.signup.rawHashPerSecond, 1)}/s`, pct(s.signup.ratio), '≥ 90%', s.signup.ratio >= 0.9],
+  ['GET /admin/users, 10^4 users, 32 conn.', `${n(s.listing.rowsPerSecond)} rows/s`, 'target 1,000,000 rows/s', pct(s.listing.rowsPerSecond / 1e6), '≥ 1,000,000 rows/s', s.listing.rowsPerSecond >= 1e6]
+]
+const scale = s.listingAtScale?.rows
+if (scale?.length) {
+  for (const r of scale) rows.push([`GET /admin/users, 10^${Math.log10(r.users)} users, 1 conn.`, `${n(r.rowsPerS)} rows/s`, `peak RSS ${r.peakMB} MB`, '', '', undefined])
+  const small = scale.find((r) => r.users === 10_000)
+  const large = scale.find((r) => r.users === 1_000_000)
+  if (small && large) {
+    const growth = Number(large.peakMB) - Number(small.peakMB)
+    s.listingAtScale.peakGrowthMB = growth
+    rows.push(['Listing peak RSS, 10^6 over 10^4', `+${growth.toFixed(1)} MB`, `${large.peakMB} vs ${small.peakMB} MB`, '', '≤ 20 MB', growth <= 20])
+  }
+}
+rows.push(
+  ['Idle RSS after start', `${s.idleRss.afterStartMB.toFixed(1)} MB`, '', '', '< 100 MB', s.idleRss.afterStartMB < 100],
+  ['Idle RSS after the load', `${s.idleRss.afterLoadMB.toFixed(1)} MB`, '', '', '< 100 MB', s.idleRss.afterLoadMB < 100],
+  ['Dev start-up (snapshot cached), median of 5', `${n(s.devStartup.medianMs)} ms`, `first start ${n(s.devStartup.firstStartMs)} ms`, '', '< 2,000 ms', s.devStartup.medianMs < 2000]
+)
+results.table = rows.map(([scenario, figure, limit, ratio, target, met]) => ({ scenario, figure, limit, ratio, target, met }))
+writeFileSync(join(root, 'bench/results.json'), JSON.stringify(results, null, 2) + '\n')
+
+const header = ['scenario', 'figure', 'limit (same run)', 'ratio', 'target', 'met']
+console.log(`\nService on core ${SERVICE_CPU}, autocannon on core ${LOAD_CPU}; ${CONNECTIONS} connections × ${DURATION} s × ${ROUNDS} rounds; RATE_LIMITS=off; UV_THREADPOOL_SIZE=${THREADPOOL}; HASH_CONCURRENCY=${HASH_CONCURRENCY}\n`)
+console.log(`| ${header.join(' | ')} |`)
+console.log(`|${header.map(() => '---').join('|')}|`)
+for (const r of results.table) console.log(`| ${r.scenario} | ${r.figure} | ${r.limit} | ${r.ratio} | ${r.target} | ${r.met === undefined ? '' : r.met ? 'yes' : 'NO'} |`)
+console.log('\nbench/results.json written')
