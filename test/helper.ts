@@ -1,4 +1,6 @@
 import { randomBytes } from 'node:crypto'
+import { Writable } from 'node:stream'
+import { Redis } from 'ioredis'
 import postgres from 'postgres'
 import type { Test } from 'tap'
 import { buildApp, type App, type AppDependencies } from '../src/app.js'
@@ -94,4 +96,36 @@ let counter = 0
 export function uniqueUser (prefix = 'u') {
   const tag = `${prefix}${process.pid.toString(36)}${(counter++).toString(36)}`.slice(0, 20)
   return { username: tag, email: `${tag}@example.com`, password: 'Secreto123' }
+}
+
+/** A pino destination that keeps every line, raw and parsed (pass `stream` as the logger's). */
+export function captureLog () {
+  const raw: string[] = []
+  const lines: Array<Record<string, any>> = []
+  const stream = new Writable({
+    write (chunk, _encoding, done) {
+      for (const text of String(chunk).split('\n').filter(Boolean)) {
+        raw.push(text)
+        lines.push(JSON.parse(text))
+      }
+      done()
+    }
+  })
+  return { raw, lines, stream, text: () => raw.join('\n') }
+}
+
+export const TEST_REDIS_URL = 'redis://127.0.0.1:6379'
+
+/** Whether the Redis the tests share answers; tests that need it skip with a message otherwise. */
+export async function redisIsUp (url = TEST_REDIS_URL): Promise<boolean> {
+  const probe = new Redis(url, { lazyConnect: true, connectTimeout: 500, maxRetriesPerRequest: 0, retryStrategy: () => null })
+  probe.on('error', () => {})
+  try {
+    await probe.connect()
+    return (await probe.ping()) === 'PONG'
+  } catch {
+    return false
+  } finally {
+    probe.disconnect()
+  }
 }

@@ -1,26 +1,10 @@
-import { Writable } from 'node:stream'
 import t from 'tap'
 import { loadConfig } from '../src/config.js'
 import { baseLoggerOptions, loggerOptions } from '../src/logger.js'
-import { build, seedAccounts, testDatabases } from './helper.js'
+import { build, captureLog, seedAccounts, testDatabases } from './helper.js'
 
 type Line = Record<string, any>
 
-/** A pino destination that keeps every line, parsed. */
-function captureLog () {
-  const lines: Line[] = []
-  const raw: string[] = []
-  const stream = new Writable({
-    write (chunk, _encoding, done) {
-      for (const text of chunk.toString().split('\n').filter(Boolean)) {
-        raw.push(text)
-        lines.push(JSON.parse(text))
-      }
-      done()
-    }
-  })
-  return { lines, raw, stream }
-}
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 

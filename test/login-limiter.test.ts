@@ -1,13 +1,11 @@
 import { randomBytes } from 'node:crypto'
-import { Writable } from 'node:stream'
 import t, { type Test } from 'tap'
 import { Redis } from 'ioredis'
 import type { App } from '../src/app.js'
 import { createLoginLimiter, createMemoryStore, LOGIN_WINDOW_MS } from '../src/users/login-limiter.js'
-import { build, seedAccounts, testDatabases } from './helper.js'
+import { build, captureLog, redisIsUp, seedAccounts, testDatabases, TEST_REDIS_URL as REDIS_URL } from './helper.js'
 
 const LIMITS_ON = { RATE_LIMITS: 'on' }
-const REDIS_URL = 'redis://127.0.0.1:6379'
 const tooMany = { statusCode: 429, error: 'Too Many Requests', message: 'Demasiados intentos, inténtelo más tarde' }
 const badCredentials = { statusCode: 401, error: 'Unauthorized', message: 'Credenciales inválidas' }
 const { user } = seedAccounts
@@ -29,19 +27,6 @@ function assertLocked (t: Test, response: Awaited<ReturnType<App['inject']>>, me
   t.same(response.json(), tooMany)
   const retryAfter = Number(response.headers['retry-after'])
   t.ok(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= LOGIN_WINDOW_MS / 1000, `Retry-After ${response.headers['retry-after']} is within the window`)
-}
-
-async function redisIsUp (): Promise<boolean> {
-  const probe = new Redis(REDIS_URL, { lazyConnect: true, connectTimeout: 500, maxRetriesPerRequest: 0, retryStrategy: () => null })
-  probe.on('error', () => {})
-  try {
-    await probe.connect()
-    return (await probe.ping()) === 'PONG'
-  } catch {
-    return false
-  } finally {
-    probe.disconnect()
-  }
 }
 
 /** A key prefix no other test uses; its keys are deleted when the test ends. */
@@ -140,15 +125,14 @@ for (const kind of testDatabases()) {
     })
 
     t.test('with Redis down, logins still work and the counters fall back to memory', async (t) => {
-      const lines: string[] = []
-      const stream = new Writable({ write (chunk, _encoding, done) { lines.push(String(chunk)); done() } })
-      const down = await build(t, kind, { env: { ...LIMITS_ON, REDIS_URL: 'redis://127.0.0.1:1' }, logger: { level: 'warn', stream } })
+      const log = captureLog()
+      const down = await build(t, kind, { env: { ...LIMITS_ON, REDIS_URL: 'redis://127.0.0.1:1' }, logger: { level: 'warn', stream: log.stream } })
       const started = Date.now()
       t.equal((await login(down, user.email, user.password)).statusCode, 200, 'a login succeeds')
       t.ok(Date.now() - started < 2000, 'without waiting for Redis')
       await fail(t, down, 10, user.email)
       assertLocked(t, await login(down, user.email, user.password), 'the instance\'s own counters still lock the pair')
-      t.ok(lines.some((line) => /falls back to this instance/.test(line)), 'a warning says so')
+      t.ok(log.raw.some((line) => /falls back to this instance/.test(line)), 'a warning says so')
     })
   })
 }

@@ -1,10 +1,9 @@
 import { randomBytes } from 'node:crypto'
-import { Writable } from 'node:stream'
 import t from 'tap'
 import { loadConfig } from '../src/config.js'
 import { loggerOptions } from '../src/logger.js'
 import { emailDigest } from '../src/security-events.js'
-import { build, seedAccounts, testConfig, testDatabases, uniqueUser } from './helper.js'
+import { build, captureLog, seedAccounts, testConfig, testDatabases, uniqueUser } from './helper.js'
 
 const ISO_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
 const { user, admin } = seedAccounts
@@ -12,9 +11,8 @@ const { user, admin } = seedAccounts
 /** The production logger's options (JSON, ISO time, redaction), writing to memory. */
 function captureProductionLog () {
   const production = loadConfig({ APP_PROFILE: 'production', DATABASE_URL: 'postgres://127.0.0.1/unused', JWT_SECRET: randomBytes(32).toString('hex') })
-  const chunks: string[] = []
-  const stream = new Writable({ write (chunk, _encoding, done) { chunks.push(String(chunk)); done() } })
-  return { text: () => chunks.join(''), logger: { ...(loggerOptions(production) as object), stream } }
+  const log = captureLog()
+  return { text: log.text, logger: { ...(loggerOptions(production) as object), stream: log.stream } }
 }
 
 for (const kind of testDatabases()) {

@@ -1,12 +1,10 @@
 import { randomBytes } from 'node:crypto'
-import { Writable } from 'node:stream'
 import t, { type Test } from 'tap'
 import { Redis } from 'ioredis'
 import type { App } from '../../src/app.js'
-import { build, testDatabases, uniqueUser } from '../helper.js'
+import { build, captureLog, redisIsUp, testDatabases, TEST_REDIS_URL as REDIS_URL, uniqueUser } from '../helper.js'
 
 const LIMITS_ON = { RATE_LIMITS: 'on' }
-const REDIS_URL = 'redis://127.0.0.1:6379'
 const tooMany = { statusCode: 429, error: 'Too Many Requests', message: 'Demasiados intentos, inténtelo más tarde' }
 
 // The limit runs before the body is read, so an empty body (400, no hashing) counts like a sign-up.
@@ -28,29 +26,13 @@ function assertLimited (t: Test, response: Awaited<ReturnType<App['inject']>>, m
   t.ok(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= 60, `Retry-After ${response.headers['retry-after']} is within the minute`)
 }
 
-function capture () {
-  const lines: Array<Record<string, unknown>> = []
-  const stream = new Writable({ write (chunk, _encoding, done) { lines.push(JSON.parse(String(chunk))); done() } })
-  return { lines, logger: { level: 'info', stream } }
-}
-
-async function redisIsUp (): Promise<boolean> {
-  const probe = new Redis(REDIS_URL, { lazyConnect: true, connectTimeout: 500, maxRetriesPerRequest: 0, retryStrategy: () => null })
-  probe.on('error', () => {})
-  try {
-    await probe.connect()
-    return (await probe.ping()) === 'PONG'
-  } catch {
-    return false
-  } finally {
-    probe.disconnect()
-  }
-}
 const redisSkip = (await redisIsUp()) ? false : `Redis is not answering at ${REDIS_URL}: shared sign-up limit not tested`
 
 for (const kind of testDatabases()) {
   t.test(`sign-up limit (CONTRACT §9) on ${kind}`, async (t) => {
-    const { lines, logger } = capture()
+    const log = captureLog()
+    const { lines } = log
+    const logger = { level: 'info', stream: log.stream }
     const app = await build(t, kind, { env: LIMITS_ON, logger })
 
     t.test('the 21st sign-up from one address within a minute gets 429 with Retry-After', async (t) => {

@@ -1,9 +1,8 @@
-import { Writable } from 'node:stream'
 import t from 'tap'
 import argon2 from 'argon2'
 import { eq } from 'drizzle-orm'
 import { users } from '../../src/db/schema.js'
-import { build, testDatabases, uniqueUser } from '../helper.js'
+import { build, captureLog, testDatabases, uniqueUser } from '../helper.js'
 
 const invalidCredentials = { statusCode: 401, error: 'Unauthorized', message: 'Credenciales inválidas' }
 
@@ -106,15 +105,14 @@ t.test('only hashes weaker than the configured cost need a re-hash', async (t) =
 })
 
 t.test('a failed re-hash is logged and the login still succeeds', async (t) => {
-  const lines: string[] = []
-  const stream = new Writable({ write (chunk, _encoding, done) { lines.push(String(chunk)); done() } })
-  const app = await build(t, 'pglite', { logger: { level: 'warn', stream } })
+  const log = captureLog()
+  const app = await build(t, 'pglite', { logger: { level: 'warn', stream: log.stream } })
   const weak = await argon2.hash('User12345', { type: argon2.argon2id, memoryCost: 128, timeCost: 1, parallelism: 1 })
   await app.testDatabase.database.db.update(users).set({ passwordHash: weak }).where(eq(users.email, 'user@example.com'))
   app.usersRepository.updatePasswordHash = async () => { throw new Error('disk full') }
   const login = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: 'user@example.com', password: 'User12345' } })
   t.equal(login.statusCode, 200)
   t.same({ ...login.json(), token: 'x' }, { id: 2, token: 'x', username: 'user', email: 'user@example.com' })
-  const warning = lines.map((line) => JSON.parse(line)).find((entry) => entry.msg === 'password re-hash failed; login goes on')
+  const warning = log.lines.find((entry) => entry.msg === 'password re-hash failed; login goes on')
   t.match(warning, { level: 40, userId: 2, err: { message: 'disk full' } }, 'the failure is logged as a warning')
 })
