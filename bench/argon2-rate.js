@@ -27,5 +27,8 @@ async function run (forMs) {
 }
 
 await run(warmupSeconds * 1000)
+// CPU of every thread of this process (getrusage), so the CPU cost of one operation can be compared too.
+const cpuBefore = process.cpuUsage()
 const { done, seconds: elapsed } = await run(seconds * 1000)
-process.stdout.write(JSON.stringify({ mode, concurrency, operations: done, seconds: elapsed, perSecond: done / elapsed, threadpool: process.env.UV_THREADPOOL_SIZE ?? '4 (default)' }) + '\n')
+const cpu = process.cpuUsage(cpuBefore)
+process.stdout.write(JSON.stringify({ mode, concurrency, operations: done, seconds: elapsed, perSecond: done / elapsed, cpuMicrosPerOperation: (cpu.user + cpu.system) / done, threadpool: process.env.UV_THREADPOOL_SIZE ?? '4 (default)' }) + '\n')
