@@ -44,7 +44,9 @@ export async function startService ({ databaseUrl, port = 18080, env = {}, cpu }
     MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX ?? '2',
     ...env
   }
-  const [command, args] = cpu === undefined ? ['node', ['dist/server.js']] : ['taskset', ['-c', String(cpu), 'node', 'dist/server.js']]
+  // BENCH_NODE_ARGS, e.g. "--cpu-prof --cpu-prof-dir=bench/profiles", profiles the service.
+  const nodeArgs = [...(process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? []), 'dist/server.js']
+  const [command, args] = cpu === undefined ? ['node', nodeArgs] : ['taskset', ['-c', String(cpu), 'node', ...nodeArgs]]
   const child = spawn(command, args, { env: serviceEnv, stdio: ['ignore', 'ignore', 'inherit'] })
   const base = `http://127.0.0.1:${port}`
   for (let i = 0; i < 200; i++) {
