@@ -1,10 +1,11 @@
+import { execFile } from 'node:child_process'
+import { promisify } from 'node:util'
 import t from 'tap'
 import { loadConfig } from '../src/config.js'
 import { baseLoggerOptions, loggerOptions } from '../src/logger.js'
 import { build, captureLog, seedAccounts, testDatabases } from './helper.js'
 
 type Line = Record<string, any>
-
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 
@@ -15,6 +16,21 @@ t.test('the profile picks the log format: JSON with ISO time in production, pino
   const development = loggerOptions(loadConfig({ APP_PROFILE: 'development' })) as Line
   t.equal(development.transport.target, 'pino-pretty')
   t.equal(development.level, 'info')
+})
+
+t.test('production lines still pending when the process exits are all written, in order', async (t) => {
+  const source = (path: string) => JSON.stringify(new URL(path, import.meta.url).href)
+  const script = `
+    import pino from 'pino'
+    import { loadConfig } from ${source('../src/config.ts')}
+    import { loggerOptions } from ${source('../src/logger.ts')}
+    const { stream, ...options } = loggerOptions(loadConfig({ APP_PROFILE: 'production', DATABASE_URL: 'postgres://db/x', JWT_SECRET: 'k'.repeat(16) + 'z'.repeat(16) }))
+    const log = pino(options, stream)
+    for (let n = 0; n < 2000; n++) log.info({ n }, 'line')
+    process.exit(0)`
+  const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { maxBuffer: 16 * 1024 * 1024 })
+  const numbers = stdout.trim().split('\n').map((line) => JSON.parse(line).n)
+  t.same(numbers, Array.from({ length: 2000 }, (_, n) => n), 'no line lost, none out of order')
 })
 
 for (const kind of testDatabases()) {
