@@ -129,3 +129,15 @@ export async function redisIsUp (url = TEST_REDIS_URL): Promise<boolean> {
     probe.disconnect()
   }
 }
+
+/** A key prefix no other test uses; its keys are deleted from the shared Redis when the test ends. */
+export function redisPrefix (t: Test, url = TEST_REDIS_URL): string {
+  const prefix = `ums-test:${randomBytes(6).toString('hex')}:`
+  t.teardown(async () => {
+    const redis = new Redis(url, { maxRetriesPerRequest: 0 })
+    const keys = await redis.keys(`${prefix}*`)
+    if (keys.length > 0) await redis.del(...keys)
+    await redis.quit()
+  })
+  return prefix
+}

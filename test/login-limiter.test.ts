@@ -1,9 +1,7 @@
-import { randomBytes } from 'node:crypto'
 import t, { type Test } from 'tap'
-import { Redis } from 'ioredis'
 import type { App } from '../src/app.js'
 import { createLoginLimiter, createMemoryStore, LOGIN_WINDOW_MS } from '../src/users/login-limiter.js'
-import { build, captureLog, redisIsUp, seedAccounts, testDatabases, TEST_REDIS_URL as REDIS_URL } from './helper.js'
+import { build, captureLog, redisIsUp, redisPrefix, seedAccounts, testDatabases, TEST_REDIS_URL as REDIS_URL } from './helper.js'
 
 const LIMITS_ON = { RATE_LIMITS: 'on' }
 const tooMany = { statusCode: 429, error: 'Too Many Requests', message: 'Demasiados intentos, inténtelo más tarde' }
@@ -29,17 +27,6 @@ function assertLocked (t: Test, response: Awaited<ReturnType<App['inject']>>, me
   t.ok(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= LOGIN_WINDOW_MS / 1000, `Retry-After ${response.headers['retry-after']} is within the window`)
 }
 
-/** A key prefix no other test uses; its keys are deleted when the test ends. */
-function redisPrefix (t: Test): string {
-  const prefix = `ums-test:${randomBytes(6).toString('hex')}:`
-  t.teardown(async () => {
-    const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 0 })
-    const keys = await redis.keys(`${prefix}*`)
-    if (keys.length > 0) await redis.del(...keys)
-    await redis.quit()
-  })
-  return prefix
-}
 
 const redisSkip = (await redisIsUp()) ? false : `Redis is not answering at ${REDIS_URL}: shared counters not tested`
 

@@ -1,12 +1,19 @@
 /** PostgreSQL error fields, wherever the driver put them (Drizzle wraps them in `cause`). */
 interface PgErrorFields { code?: unknown, constraint_name?: unknown, constraint?: unknown, cause?: unknown }
 
-function pgFields (error: unknown): PgErrorFields | undefined {
+/** The error and its causes, outermost first (bounded: a cause chain may loop). */
+function * causes (error: unknown): Generator<PgErrorFields> {
   let current = error as PgErrorFields | undefined
   for (let depth = 0; current && depth < 4; depth++) {
-    if (typeof current.code === 'string' && /^[0-9A-Z]{5}$/.test(current.code)) return current
+    yield current
     current = current.cause as PgErrorFields | undefined
   }
+}
+
+const isSqlState = (code: unknown): code is string => typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)
+
+function pgFields (error: unknown): PgErrorFields | undefined {
+  for (const fields of causes(error)) if (isSqlState(fields.code)) return fields
   return undefined
 }
 
@@ -29,11 +36,7 @@ export function databaseUnavailable (error: unknown): boolean {
     // 08: connection exception; 57P0x: admin/crash shutdown, cannot connect now; 57014: canceled (timeout); 53: insufficient resources.
     return sqlState.startsWith('08') || sqlState.startsWith('57P') || sqlState === '57014' || sqlState.startsWith('53')
   }
-  let current = error as { code?: unknown, cause?: unknown } | undefined
-  for (let depth = 0; current && depth < 4; depth++) {
-    if (typeof current.code === 'string' && UNAVAILABLE_NODE_CODES.has(current.code)) return true
-    current = current.cause as { code?: unknown, cause?: unknown } | undefined
-  }
+  for (const { code } of causes(error)) if (typeof code === 'string' && UNAVAILABLE_NODE_CODES.has(code)) return true
   return false
 }
 

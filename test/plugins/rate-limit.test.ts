@@ -1,8 +1,6 @@
-import { randomBytes } from 'node:crypto'
 import t, { type Test } from 'tap'
-import { Redis } from 'ioredis'
 import type { App } from '../../src/app.js'
-import { build, captureLog, redisIsUp, testDatabases, TEST_REDIS_URL as REDIS_URL, uniqueUser } from '../helper.js'
+import { build, captureLog, redisIsUp, redisPrefix, testDatabases, TEST_REDIS_URL as REDIS_URL, uniqueUser } from '../helper.js'
 
 const LIMITS_ON = { RATE_LIMITS: 'on' }
 const tooMany = { statusCode: 429, error: 'Too Many Requests', message: 'Demasiados intentos, inténtelo más tarde' }
@@ -80,13 +78,7 @@ for (const kind of testDatabases()) {
     })
 
     t.test('with Redis, two instances share the limit', { skip: redisSkip }, async (t) => {
-      const limitsKeyPrefix = `ums-test:${randomBytes(6).toString('hex')}:`
-      t.teardown(async () => {
-        const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 0 })
-        const keys = await redis.keys(`${limitsKeyPrefix}*`)
-        if (keys.length > 0) await redis.del(...keys)
-        await redis.quit()
-      })
+      const limitsKeyPrefix = redisPrefix(t)
       const env = { ...LIMITS_ON, REDIS_URL }
       const first = await build(t, kind, { env, limitsKeyPrefix })
       const second = await build(t, kind, { env, limitsKeyPrefix })
