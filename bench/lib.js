@@ -2,6 +2,8 @@
 import { spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { once } from 'node:events'
+import { performance } from 'node:perf_hooks'
+import { fileURLToPath } from 'node:url'
 import postgres from 'postgres'
 
 export const ADMIN_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
@@ -47,21 +49,29 @@ export async function startService ({ databaseUrl, port = 18080, env = {}, cpu }
   // BENCH_NODE_ARGS, e.g. "--cpu-prof --cpu-prof-dir=bench/profiles", profiles the service.
   const nodeArgs = [...(process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? []), 'dist/server.js']
   const [command, args] = cpu === undefined ? ['node', nodeArgs] : ['taskset', ['-c', String(cpu), 'node', ...nodeArgs]]
-  const child = spawn(command, args, { env: serviceEnv, stdio: ['ignore', 'ignore', 'inherit'] })
   const base = `http://127.0.0.1:${port}`
-  for (let i = 0; i < 200; i++) {
-    if (child.exitCode !== null) throw new Error(`service exited with ${child.exitCode}`)
+  return { base, ...await startProcess([command, ...args], serviceEnv, `${base}/auth/x`) }
+}
+
+const root = fileURLToPath(new URL('..', import.meta.url))
+
+/** Starts `command` in the project's folder and resolves once `readyUrl` answers anything. */
+export async function startProcess (command, env, readyUrl) {
+  const started = performance.now()
+  const child = spawn(command[0], command.slice(1), { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit'] })
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`${command.join(' ')} exited with ${child.exitCode}`)
     try {
-      await fetch(`${base}/auth/x`)
+      await fetch(readyUrl)
       break
     } catch {
-      await new Promise((resolve) => setTimeout(resolve, 50))
+      await new Promise((resolve) => setTimeout(resolve, 5))
     }
   }
   return {
-    base,
-    pid: child.pid,
     child,
+    pid: child.pid,
+    startMs: performance.now() - started,
     async stop () {
       if (child.exitCode !== null) return
       child.kill('SIGTERM')

@@ -15,12 +15,12 @@ import { performance } from 'node:perf_hooks'
 import { fileURLToPath } from 'node:url'
 import argon2 from 'argon2'
 import postgres from 'postgres'
+import { createDatabase, startProcess } from './lib.js'
 
 const root = fileURLToPath(new URL('..', import.meta.url))
 const flags = new Set(process.argv.slice(2))
 // --only=me,ceiling runs just those scenarios (for profiling) and stops before the summary.
 const only = [...flags].find((f) => f.startsWith('--only='))?.slice(7).split(',')
-const ADMIN_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
 const CONNECTIONS = 32
 const DURATION = Number(process.env.BENCH_DURATION ?? 10)
 const ROUNDS = 2
@@ -65,31 +65,6 @@ function cpuSeconds (pid) {
 function rss (pid) {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8')
   return Number(status.match(/^VmRSS:\s+(\d+) kB/m)[1]) * 1024
-}
-
-/** Starts a process and waits until `url` answers anything. */
-async function startProcess (command, env, url) {
-  const started = performance.now()
-  const child = spawn(command[0], command.slice(1), { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit'] })
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`${command.join(' ')} exited with ${child.exitCode}`)
-    try {
-      await fetch(url)
-      break
-    } catch {
-      await sleep(5)
-    }
-  }
-  return {
-    child,
-    pid: child.pid,
-    startMs: performance.now() - started,
-    async stop () {
-      if (child.exitCode !== null) return
-      child.kill('SIGTERM')
-      await once(child, 'exit')
-    }
-  }
 }
 
 /** One request over node:http (fetch refuses a body on GET, which SPEC's own-info request has). */
@@ -141,10 +116,8 @@ async function listingAtScale () {
 
 // ---------------------------------------------------------------------------------------------
 
-const dbName = `ums_perf_${randomBytes(5).toString('hex')}`
-const admin = postgres(ADMIN_URL, { max: 1, onnotice: () => {} })
-await admin.unsafe(`create database ${dbName}`)
-const databaseUrl = Object.assign(new URL(ADMIN_URL), { pathname: `/${dbName}` }).toString()
+const database = await createDatabase('ums_perf')
+const databaseUrl = database.url
 const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} })
 const serviceEnv = {
   APP_PROFILE: 'production',
@@ -253,8 +226,7 @@ try {
   await ceiling?.stop()
   await service?.stop()
   await sql.end()
-  await admin.unsafe(`drop database if exists ${dbName} with (force)`)
-  await admin.end()
+  await database.drop()
 }
 
 if (!flags.has('--quick')) {
