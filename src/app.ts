@@ -6,19 +6,21 @@ import sensible from '@fastify/sensible'
 import cors from '@fastify/cors'
 import swagger from '@fastify/swagger'
 import type { Config } from './config.js'
-import type { Database } from './db/client.js'
+import type { Database } from './db/database.js'
+import type { Metrics } from './metrics-registry.js'
 import dbPlugin from './plugins/db.js'
 import usersPlugin from './plugins/users.js'
 import authPlugin from './plugins/auth.js'
-import errorsPlugin from './plugins/errors.js'
-import rateLimitPlugin from './plugins/rate-limit.js'
-import loginLimiterPlugin from './plugins/login-limiter.js'
-import metricsPlugin, { type Metrics } from './plugins/metrics.js'
+import errorHandlerPlugin from './plugins/error-handler.js'
+import metricsPlugin from './plugins/metrics.js'
+import limitsRedisPlugin from './limits/redis-connection.js'
+import signupLimitPlugin from './limits/signup-limit.js'
+import loginLimitPlugin from './limits/login-limit.js'
 import { logRequest } from './logger.js'
 import authRoutes from './routes/auth.js'
 import usersRoutes from './routes/users.js'
 import adminRoutes from './routes/admin.js'
-import { HTTP_ERROR_ID } from './schemas/errors.js'
+import { HTTP_ERROR_ID } from './schemas/error-responses.js'
 import { ajvOptions } from './validation.js'
 
 export interface AppDependencies {
@@ -78,15 +80,16 @@ export async function buildApp (config: Config, deps: AppDependencies = {}) {
     }
   })
 
-  // Our plugins: database, users, tokens, error shapes.
+  // Our plugins: database, users, tokens, error shapes, then the abuse limits of CONTRACT §9.
   const seed = deps.seed ?? (!deps.database && config.profile === 'development')
   await app.register(dbPlugin, { config, database: deps.database })
   await app.register(metricsPlugin, { metrics: deps.metrics })
   await app.register(usersPlugin, { config, seed, onHashTiming: deps.onHashTiming })
   await app.register(authPlugin, { jwt: config.jwt })
-  await app.register(errorsPlugin)
-  await app.register(rateLimitPlugin, { config, keyPrefix: deps.limitsKeyPrefix })
-  await app.register(loginLimiterPlugin, { config })
+  await app.register(errorHandlerPlugin)
+  await app.register(limitsRedisPlugin, { config, keyPrefix: deps.limitsKeyPrefix })
+  await app.register(signupLimitPlugin, { config })
+  await app.register(loginLimitPlugin, { config })
 
   app.addHook('onResponse', logRequest)
   app.addHook('onSend', async (request, reply) => {

@@ -1,20 +1,18 @@
 import { availableParallelism, userInfo } from 'node:os'
 import { createInterface } from 'node:readline/promises'
 import { Writable } from 'node:stream'
-import Fastify from 'fastify'
-import argon2, { type HashOptions } from 'argon2'
+import argon2 from 'argon2'
 import { Value } from '@sinclair/typebox/value'
 import { ConfigError, loadConfig, type Config } from './config.js'
-import { connectPostgres } from './db/client.js'
-import { migratePostgresDatabase } from './db/migrate.js'
-import { DuplicateUserError } from './errors.js'
-import { fieldErrors } from './plugins/errors.js'
+import { NoPersistentDatabaseError, openDatabase } from './db/open-database.js'
+import { DuplicateUserError } from './domain-errors.js'
+import { duplicateFields, fieldErrors } from './error-bodies.js'
 import { Role } from './schemas/common.js'
 import { SignupBody } from './schemas/users.js'
 import { securityEventLine, type SecurityEvent, type SecurityEventDetails } from './security-events.js'
-import { createPasswordManager } from './users/password-manager.js'
+import { argon2Options, createPasswordManager } from './users/password-manager.js'
 import { createUsersRepository, type UsersRepository } from './users/users-repository.js'
-import { ajvOptions } from './validation.js'
+import { compileBodyValidator } from './validation.js'
 
 const USAGE = `Usage: npm run cli -- <command>
   set-role <email> ROLE_USER|ROLE_ADMIN   change the role of an account
@@ -39,17 +37,17 @@ const event = (name: SecurityEvent, details: SecurityEventDetails) =>
 
 /** The configured PostgreSQL database, migrated to head, for the length of `work`. */
 async function withUsers<T> (config: Config, work: (users: UsersRepository) => Promise<T>): Promise<T> {
-  if (!config.databaseUrl) {
-    throw new CliError('The development profile has no persistent database: its PGlite lives inside the server process and is\n' +
-      'created afresh at each start. Set DATABASE_URL to the PostgreSQL database to change (production always has one).')
-  }
+  let database
   try {
     // The same locked migration the service runs at start, so the CLI can bootstrap an empty database.
-    await migratePostgresDatabase(config.databaseUrl)
+    database = await openDatabase(config, { persistent: true, poolMax: 1, applicationName: 'user-management-cli' })
   } catch (error) {
+    if (error instanceof NoPersistentDatabaseError) {
+      throw new CliError('The development profile has no persistent database: its PGlite lives inside the server process and is\n' +
+        'created afresh at each start. Set DATABASE_URL to the PostgreSQL database to change (production always has one).')
+    }
     throw new CliError(`Cannot reach the database: ${(error as Error).message}`)
   }
-  const database = connectPostgres({ url: config.databaseUrl, poolMax: 1, applicationName: 'user-management-cli' })
   try {
     return await work(createUsersRepository(database.db))
   } finally {
@@ -61,7 +59,7 @@ async function setRole (config: Config, [email, role, ...extra]: string[]): Prom
   if (!email || !role || extra.length > 0) throw new CliError(USAGE)
   if (!Value.Check(Role, role)) throw new CliError(`Unknown role "${role}": use ROLE_USER or ROLE_ADMIN.`)
   await withUsers(config, async (users) => {
-    const account = await users.findByEmail(email.toLowerCase())
+    const account = await users.findByEmail(email)
     if (!account) throw new CliError(`No account has the e-mail ${email}.`)
     if (account.role === role) {
       process.stdout.write(`${account.username} <${account.email}> (id ${account.id}) already has ${role}: nothing changed.\n`)
@@ -74,19 +72,12 @@ async function setRole (config: Config, [email, role, ...extra]: string[]): Prom
   })
 }
 
-/** The sign-up body validator itself (Fastify's Ajv with our options), so the CLI cannot drift from the API. */
-async function signupValidator () {
+/** The sign-up rules as the API applies them, so the CLI cannot drift from it. */
+function signupProblems (body: unknown): Record<string, string> | undefined {
   // TypeBox's own Value.Check would not do: it compiles patterns without the `u` flag and
   // ignores `not`, so it would judge passwords differently from the API.
-  const app = Fastify({ ajv: ajvOptions })
-  app.post('/', { schema: { body: SignupBody } }, async () => ({}))
-  await app.ready()
-  const validate = app.validatorCompiler!({ schema: SignupBody, method: 'POST', url: '/', httpPart: 'body' })
-  await app.close()
-  return (body: unknown) => {
-    const valid = validate(body)
-    return valid === true ? undefined : fieldErrors((validate as unknown as { errors: [] }).errors ?? [])
-  }
+  const validate = compileBodyValidator(SignupBody)
+  return validate(body) ? undefined : fieldErrors((validate.errors ?? []) as Parameters<typeof fieldErrors>[0])
 }
 
 /** ADMIN_PASSWORD, else standard input: a prompt without echo on a terminal, the first line of a pipe. */
@@ -107,7 +98,7 @@ async function readPassword (): Promise<string> {
 async function createAdmin (config: Config, [username, email, ...extra]: string[]): Promise<void> {
   if (!username || !email || extra.length > 0) throw new CliError(USAGE)
   const password = await readPassword()
-  const problems = (await signupValidator())({ username, email, password })
+  const problems = signupProblems({ username, email, password })
   if (problems) {
     throw new CliError('The account breaks the sign-up rules:\n' + Object.entries(problems).map(([field, message]) => `  ${field}: ${message}`).join('\n'))
   }
@@ -115,18 +106,18 @@ async function createAdmin (config: Config, [username, email, ...extra]: string[
   const passwordHash = await passwords.hash(password)
   await withUsers(config, async (users) => {
     try {
-      const created = await users.create({ username, email: email.toLowerCase(), passwordHash, role: 'ROLE_ADMIN' })
+      const created = await users.create({ username, email, passwordHash, role: 'ROLE_ADMIN' })
       process.stdout.write(`Created administrator ${created.username} <${created.email}> (id ${created.id}) with ROLE_ADMIN.\n`)
       event('user_created', { userId: created.id, role: 'ROLE_ADMIN' })
     } catch (error) {
       if (!(error instanceof DuplicateUserError)) throw error
-      throw new CliError('Not created:\n' + Object.entries(error.fields).map(([field, message]) => `  ${field}: ${message}`).join('\n'))
+      throw new CliError('Not created:\n' + Object.entries(duplicateFields(error.fields)).map(([field, message]) => `  ${field}: ${message}`).join('\n'))
     }
   })
 }
 
 async function hashBenchmark (config: Config): Promise<void> {
-  const options: HashOptions = { type: argon2.argon2id, ...config.argon2 }
+  const options = argon2Options(config.argon2)
   await argon2.hash('warm-up-Password1', options)
   const runs: number[] = []
   for (let i = 0; i < 5; i++) {

@@ -9,39 +9,46 @@ export const DEV_JWT_SECRET = 'dev-only-insecure-jwt-secret-do-not-use-in-produc
 /** OWASP's minimum argon2id cost; production refuses anything below it. */
 export const ARGON2_MINIMUM = { memoryCost: 19456, timeCost: 2, parallelism: 1 } as const
 
-const int = (pattern: string, description: string) => Type.String({ pattern, description })
-const POSITIVE = '^[1-9][0-9]{0,14}$'
-const NON_NEGATIVE = '^(0|[1-9][0-9]{0,14})$'
-const PORT = '^([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])$'
-const PORT_TEXT = 'must be an integer from 1 to 65535'
+/** An integer variable; its complaint is written from its bounds (see `integerRule`). */
+const int = (minimum: number, maximum?: number, unit?: string) =>
+  Type.Integer({ minimum, ...(maximum === undefined ? {} : { maximum }), ...(unit ? { unit } : {}) })
+const Port = int(1, 65535)
+
+/** "must be an integer from 1 to 65535", "must be a positive integer (KiB)", … */
+function integerRule ({ minimum, maximum, unit }: { minimum?: number, maximum?: number, unit?: string }): string {
+  const range = maximum !== undefined ? `an integer from ${minimum} to ${maximum}`
+    : minimum === 0 ? 'a non-negative integer' : minimum === 1 ? 'a positive integer' : `an integer of at least ${minimum}`
+  return `must be ${range}${unit ? ` (${unit})` : ''}`
+}
 
 /**
- * Every environment variable of CONTRACT §1, as the strings the environment holds.
- * The description is the one-line complaint printed when a value does not match.
+ * Every environment variable of CONTRACT §1. Integers are converted from their strict decimal
+ * form first; the description, or an integer's bounds, is the one-line complaint printed when
+ * a value does not match.
  */
 const EnvSchema = Type.Object({
   APP_PROFILE: Type.Optional(Type.Union([Type.Literal('development'), Type.Literal('production')], { description: 'must be "development" or "production"' })),
-  PORT: Type.Optional(int(PORT, PORT_TEXT)),
+  PORT: Type.Optional(Port),
   HOST: Type.Optional(Type.String({ minLength: 1, maxLength: 255, pattern: '^[^\\s]+$', description: 'must be a host name or address' })),
   DATABASE_URL: Type.Optional(Type.String({ pattern: '^postgres(ql)?://[^\\s]+$', description: 'must be a postgres:// or postgresql:// URL' })),
   JWT_SECRET: Type.Optional(Type.String({ description: 'must be a string' })),
   JWT_SECRET_PREVIOUS: Type.Optional(Type.String({ description: 'must be a string' })),
-  JWT_EXPIRATION: Type.Optional(int(POSITIVE, 'must be a positive integer (milliseconds)')),
+  JWT_EXPIRATION: Type.Optional(int(1, undefined, 'milliseconds')),
   JWT_ISSUER: Type.Optional(Type.String({ minLength: 1, maxLength: 255, description: 'must be a non-empty string' })),
   JWT_AUDIENCE: Type.Optional(Type.String({ minLength: 1, maxLength: 255, description: 'must be a non-empty string' })),
   LOG_LEVEL: Type.Optional(Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)), { description: 'must be one of fatal, error, warn, info, debug, trace, silent' })),
-  MANAGEMENT_PORT: Type.Optional(Type.String({ pattern: `${PORT}|^off$`, description: `${PORT_TEXT}, or "off"` })),
+  MANAGEMENT_PORT: Type.Optional(Type.Union([Port, Type.Literal('off')], { description: `${integerRule(Port)}, or "off"` })),
   MANAGEMENT_HOST: Type.Optional(Type.String({ minLength: 1, maxLength: 255, pattern: '^[^\\s]+$', description: 'must be a host name or address' })),
   TRUST_PROXY: Type.Optional(Type.String({ pattern: '^(true|false|[0-9]{1,2}|[0-9a-fA-F:.]+(/[0-9]{1,3})?(,\\s*[0-9a-fA-F:.]+(/[0-9]{1,3})?)*)$', description: 'must be false, true, a hop count or a comma-separated list of addresses/CIDRs' })),
-  ARGON2_MEMORY_KIB: Type.Optional(int(POSITIVE, 'must be a positive integer (KiB)')),
-  ARGON2_ITERATIONS: Type.Optional(int(POSITIVE, 'must be a positive integer')),
-  ARGON2_PARALLELISM: Type.Optional(int('^([1-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])$', 'must be an integer from 1 to 255')),
-  HASH_CONCURRENCY: Type.Optional(int('^([1-9]|[1-9][0-9]|1[01][0-9]|12[0-8])$', 'must be an integer from 1 to 128')),
-  DB_POOL_MAX: Type.Optional(int('^([1-9]|[1-9][0-9]|[1-4][0-9]{2}|500)$', 'must be an integer from 1 to 500')),
+  ARGON2_MEMORY_KIB: Type.Optional(int(1, undefined, 'KiB')),
+  ARGON2_ITERATIONS: Type.Optional(int(1)),
+  ARGON2_PARALLELISM: Type.Optional(int(1, 255)),
+  HASH_CONCURRENCY: Type.Optional(int(1, 128)),
+  DB_POOL_MAX: Type.Optional(int(1, 500)),
   REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://[^\\s]+$', description: 'must be a redis:// or rediss:// URL' })),
   RATE_LIMITS: Type.Optional(Type.Union([Type.Literal('on'), Type.Literal('off')], { description: 'must be "on" or "off"' })),
   CORS_ORIGINS: Type.Optional(Type.String({ pattern: '^https?://[^\\s,/]+(,\\s*https?://[^\\s,/]+)*$', description: 'must be a comma-separated list of origins such as https://app.example.com' })),
-  SHUTDOWN_DRAIN_MS: Type.Optional(int(NON_NEGATIVE, 'must be a non-negative integer (milliseconds)')),
+  SHUTDOWN_DRAIN_MS: Type.Optional(int(0, undefined, 'milliseconds')),
   DEV_ADMIN_EMAIL: Type.Optional(Type.String({ pattern: '^[^\\s@]+@[^\\s@]+\\.[^\\s@]+$', description: 'must be an e-mail address' })),
   DEV_ADMIN_PASSWORD: Type.Optional(Type.String({ minLength: 1, description: 'must be a non-empty string' })),
   DEV_USER_EMAIL: Type.Optional(Type.String({ pattern: '^[^\\s@]+@[^\\s@]+\\.[^\\s@]+$', description: 'must be an e-mail address' })),
@@ -82,46 +89,49 @@ export class ConfigError extends Error {
 export function loadConfig (source: Record<string, string | undefined>): Config {
   // An empty variable means "unset", as in most shells' `VAR= cmd`.
   const raw = Object.fromEntries(Object.entries(source).filter(([k, v]) => k in EnvSchema.properties && v !== undefined && v !== ''))
-  const error = Value.Errors(EnvSchema, raw).First()
+  // Only plain decimals become numbers: "1e3", "0x10" or " 80" stay strings, and fail.
+  const values = Object.fromEntries(Object.entries(raw).map(([k, v]) => [k, /^(0|[1-9][0-9]{0,14})$/.test(v!) ? Number(v) : v]))
+  const error = Value.Errors(EnvSchema, values).First()
   if (error) {
     const variable = error.path.slice(1)
-    const description = (EnvSchema.properties as Record<string, { description?: string }>)[variable]?.description ?? 'is invalid'
-    throw new ConfigError(variable, `${description} (got ${JSON.stringify(String(error.value)).slice(0, 80)})`)
+    const schema = (EnvSchema.properties as Record<string, { description?: string, minimum?: number }>)[variable]
+    const rule = schema?.description ?? (schema?.minimum !== undefined ? integerRule(schema) : 'is invalid')
+    throw new ConfigError(variable, `${rule} (got ${JSON.stringify(String(raw[variable])).slice(0, 80)})`)
   }
-  const env = raw as Env
+  const env = values as Env
   const profile: Profile = env.APP_PROFILE ?? 'development'
   const production = profile === 'production'
   const host = env.HOST ?? (production ? '0.0.0.0' : '127.0.0.1')
 
   const config: Config = {
     profile,
-    port: Number(env.PORT ?? 8080),
+    port: env.PORT ?? 8080,
     host,
     databaseUrl: env.DATABASE_URL,
     jwt: {
       secret: env.JWT_SECRET ?? (production ? '' : DEV_JWT_SECRET),
       previousSecret: env.JWT_SECRET_PREVIOUS,
-      expirationMs: Number(env.JWT_EXPIRATION ?? 86_400_000),
+      expirationMs: env.JWT_EXPIRATION ?? 86_400_000,
       issuer: env.JWT_ISSUER ?? 'user-management',
       audience: env.JWT_AUDIENCE ?? 'user-management'
     },
     logLevel: env.LOG_LEVEL ?? 'info',
     management: {
-      port: env.MANAGEMENT_PORT === 'off' ? null : Number(env.MANAGEMENT_PORT ?? 9090),
+      port: env.MANAGEMENT_PORT === 'off' ? null : env.MANAGEMENT_PORT ?? 9090,
       host: env.MANAGEMENT_HOST ?? host
     },
     trustProxy: parseTrustProxy(env.TRUST_PROXY ?? 'false'),
     argon2: {
-      memoryCost: Number(env.ARGON2_MEMORY_KIB ?? ARGON2_MINIMUM.memoryCost),
-      timeCost: Number(env.ARGON2_ITERATIONS ?? ARGON2_MINIMUM.timeCost),
-      parallelism: Number(env.ARGON2_PARALLELISM ?? ARGON2_MINIMUM.parallelism)
+      memoryCost: env.ARGON2_MEMORY_KIB ?? ARGON2_MINIMUM.memoryCost,
+      timeCost: env.ARGON2_ITERATIONS ?? ARGON2_MINIMUM.timeCost,
+      parallelism: env.ARGON2_PARALLELISM ?? ARGON2_MINIMUM.parallelism
     },
-    hashConcurrency: Number(env.HASH_CONCURRENCY ?? availableParallelism()),
-    dbPoolMax: Number(env.DB_POOL_MAX ?? 10),
+    hashConcurrency: env.HASH_CONCURRENCY ?? availableParallelism(),
+    dbPoolMax: env.DB_POOL_MAX ?? 10,
     redisUrl: env.REDIS_URL,
     rateLimits: (env.RATE_LIMITS ?? 'on') === 'on',
     corsOrigins: env.CORS_ORIGINS ? env.CORS_ORIGINS.split(',').map((o) => o.trim()) : [],
-    shutdownDrainMs: Number(env.SHUTDOWN_DRAIN_MS ?? (production ? 5000 : 0)),
+    shutdownDrainMs: env.SHUTDOWN_DRAIN_MS ?? (production ? 5000 : 0),
     seed: {
       admin: { email: env.DEV_ADMIN_EMAIL ?? 'admin@example.com', password: env.DEV_ADMIN_PASSWORD ?? 'Admin1234' },
       user: { email: env.DEV_USER_EMAIL ?? 'user@example.com', password: env.DEV_USER_PASSWORD ?? 'User12345' }

@@ -1,4 +1,4 @@
-import type { FastifyReply, FastifyRequest, FastifyServerOptions } from 'fastify'
+import type { FastifyBaseLogger, FastifyReply, FastifyRequest, FastifyServerOptions } from 'fastify'
 import type { Config } from './config.js'
 import pino from 'pino'
 
@@ -42,4 +42,15 @@ export async function logRequest (request: FastifyRequest, reply: FastifyReply):
     statusCode: reply.statusCode,
     responseTime: Math.round(reply.elapsedTime * 100) / 100
   }, 'request completed')
+}
+
+/** A warning that says itself at most once a minute, however often its cause repeats. */
+export function throttledWarning (log: FastifyBaseLogger, message: string, intervalMs = 60_000) {
+  let last = -Infinity
+  return (details: object = {}): void => {
+    const now = Date.now()
+    if (now - last < intervalMs) return
+    last = now
+    log.warn(details, message)
+  }
 }

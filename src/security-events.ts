@@ -1,5 +1,6 @@
 import { createHmac } from 'node:crypto'
 import type { FastifyBaseLogger, FastifyRequest } from 'fastify'
+import { normalizeEmail } from './users/user.js'
 
 /** CONTRACT §7's security events, named after OWASP's logging vocabulary. */
 export type SecurityEvent =
@@ -29,7 +30,7 @@ const WARNINGS: ReadonlySet<SecurityEvent> = new Set<SecurityEvent>([
  * reader can tell that two attempts named the same address without learning which one.
  */
 export function emailDigest (key: string, email: string): string {
-  return createHmac('sha256', key).update(email.toLowerCase()).digest('hex')
+  return createHmac('sha256', key).update(normalizeEmail(email)).digest('hex')
 }
 
 /**

@@ -5,9 +5,8 @@ import postgres from 'postgres'
 import type { Test } from 'tap'
 import { buildApp, type App, type AppDependencies } from '../src/app.js'
 import { loadConfig, type Config } from '../src/config.js'
-import { connectPostgres, type Database } from '../src/db/client.js'
-import { migratePostgresDatabase } from '../src/db/migrate.js'
-import { openMigratedPglite } from '../src/db/snapshot.js'
+import type { Database } from '../src/db/database.js'
+import { openDatabase } from '../src/db/open-database.js'
 
 export type DatabaseKind = 'pglite' | 'postgres'
 
@@ -35,14 +34,12 @@ export interface TestDatabase { database: Database, url?: string }
 /** A fresh, migrated database of its own, dropped when the test ends. */
 export async function createTestDatabase (t: Test, kind: DatabaseKind): Promise<TestDatabase> {
   if (kind === 'pglite') {
-    // From the snapshot of the migrated schema: a fraction of PGlite's cold start (src/db/snapshot.ts).
-    const { database } = await openMigratedPglite()
+    const database = await openDatabase(testConfig())
     t.teardown(() => database.close())
     return { database }
   }
   const url = await createPostgresDatabase(t)
-  await migratePostgresDatabase(url)
-  const database = connectPostgres({ url, poolMax: 10 })
+  const database = await openDatabase(testConfig({ DATABASE_URL: url }), { persistent: true })
   // Registered after the drop, so it runs before it (tap runs teardowns in reverse).
   t.teardown(() => database.close())
   return { database, url }

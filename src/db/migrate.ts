@@ -1,21 +1,13 @@
 import { fileURLToPath } from 'node:url'
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js'
 import { migrate as migratePostgres } from 'drizzle-orm/postgres-js/migrator'
-import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator'
-import type { PgliteDatabase } from 'drizzle-orm/pglite'
 import postgres from 'postgres'
-import type { Database } from './client.js'
 
 /** Found from src/db (tsx) and dist/db (built) alike. */
 export const migrationsFolder = fileURLToPath(new URL('../../drizzle', import.meta.url))
 
 // Any constant works; it only has to be the same for every instance of this service.
 const MIGRATION_LOCK_KEY = 727_001
-
-/** Applies pending migrations to an in-process PGlite database. */
-export async function migratePgliteDatabase (database: Database): Promise<void> {
-  await migratePglite(database.db as PgliteDatabase<never>, { migrationsFolder })
-}
 
 /**
  * Applies pending migrations to PostgreSQL. Several instances may start at once, so the

@@ -1,8 +1,6 @@
 import { sql } from 'drizzle-orm'
 import { check, integer, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core'
-
-export const ROLES = ['ROLE_USER', 'ROLE_ADMIN'] as const
-export type Role = typeof ROLES[number]
+import { ROLES, type Role } from '../users/user.js'
 
 export const users = pgTable('users', {
   id: integer().primaryKey().generatedAlwaysAsIdentity(),
@@ -16,7 +14,7 @@ export const users = pgTable('users', {
   uniqueIndex('users_username_lower_idx').on(sql`lower(${t.username})`),
   // Sign-up and the CLI lower-case e-mails; the constraint keeps any other writer honest.
   check('users_email_lower_check', sql`${t.email} = lower(${t.email})`),
-  check('users_role_check', sql`${t.role} in ('ROLE_USER', 'ROLE_ADMIN')`),
+  check('users_role_check', sql`${t.role} in (${sql.raw(ROLES.map((role) => `'${role}'`).join(', '))})`),
   check('users_username_length_check', sql`char_length(${t.username}) between 3 and 20`)
 ])
 

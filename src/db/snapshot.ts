@@ -3,10 +3,8 @@ import { mkdir, readFile, readdir, rename, rm, writeFile } from 'node:fs/promise
 import { tmpdir } from 'node:os'
 import { dirname, join, relative, sep } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { migrate } from 'drizzle-orm/pglite/migrator'
-import type { PgliteDatabase } from 'drizzle-orm/pglite'
-import type { PGlite } from '@electric-sql/pglite'
-import { connectPglite, type Database } from './client.js'
+import type { Database } from './database.js'
+import { connectPglite, type PgliteDatabase } from './pglite.js'
 import { migrationsFolder as defaultMigrationsFolder } from './migrate.js'
 
 /**
@@ -60,30 +58,28 @@ export async function openMigratedPglite (options: SnapshotOptions = {}): Promis
   const folder = options.migrationsFolder ?? defaultMigrationsFolder
   const dirs = options.cacheDirs ?? defaultCacheDirs
   const name = snapshotFileName(await migrationsHash(folder))
-  const runMigrations = (database: Database) => migrate(database.db as PgliteDatabase<never>, { migrationsFolder: folder })
 
   for (const dir of dirs) {
     const file = join(dir, name)
     const saved = await readFile(file).catch(() => undefined)
     if (!saved) continue
-    let database: Database | undefined
+    let opened: PgliteDatabase | undefined
     try {
-      database = await connectPglite(new Blob([saved]))
-      await runMigrations(database)
-      return { database, source: 'loaded', file }
+      opened = await connectPglite(new Blob([saved]))
+      await opened.migrate(folder)
+      return { database: opened.database, source: 'loaded', file }
     } catch {
       // A damaged file (disk full, foreign write): forget it and start cold.
-      await database?.close().catch(() => {})
+      await opened?.database.close().catch(() => {})
       await rm(file, { force: true })
     }
   }
 
-  const database = await connectPglite()
-  await runMigrations(database)
+  const cold = await connectPglite()
+  await cold.migrate(folder)
   // Uncompressed: a gzip snapshot is 9× smaller but restores about twice as slowly.
-  const dump = Buffer.from(await (await (database.db as unknown as { $client: PGlite }).$client.dumpDataDir('none')).arrayBuffer())
-  const file = await saveSnapshot(dirs, name, dump)
-  return { database, source: 'created', file: file ?? '' }
+  const file = await saveSnapshot(dirs, name, await cold.dump())
+  return { database: cold.database, source: 'created', file: file ?? '' }
 }
 
 /** Writes atomically (temp file, then rename), so a parallel start never reads half a snapshot. */

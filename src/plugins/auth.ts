@@ -2,9 +2,9 @@ import fp from 'fastify-plugin'
 import jwt from '@fastify/jwt'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Config } from '../config.js'
-import { ROLES, type Role } from '../db/schema.js'
-import { ForbiddenError, TokenExpiredError, TokenInvalidError, TokenMissingError } from '../errors.js'
-import type { PublicUser } from '../users/users-repository.js'
+import { ForbiddenError, TokenExpiredError, TokenInvalidError, TokenMissingError } from '../domain-errors.js'
+import type { UserRecord } from '../schemas/users.js'
+import { ROLES, type Role } from '../users/user.js'
 import { requestSecurityEvent } from '../security-events.js'
 
 /** The claims of an access token (CONTRACT §6). */
@@ -36,7 +36,7 @@ declare module 'fastify' {
   }
   interface FastifyRequest {
     /** The token's user as stored now, looked up once per authenticated request. */
-    account: PublicUser | null
+    account: UserRecord | null
     previousJwtVerify: FastifyRequest['jwtVerify']
   }
 }

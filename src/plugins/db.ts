@@ -1,8 +1,7 @@
 import fp from 'fastify-plugin'
 import type { Config } from '../config.js'
-import { connectPostgres, type Database } from '../db/client.js'
-import { migratePostgresDatabase } from '../db/migrate.js'
-import { openMigratedPglite } from '../db/snapshot.js'
+import type { Database } from '../db/database.js'
+import { openDatabase } from '../db/open-database.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -16,16 +15,7 @@ export interface DbPluginOptions {
   readonly database?: Database
 }
 
-/** Opens the configured database, applies pending migrations, and closes it with the app. */
-export async function openDatabase (config: Config): Promise<Database> {
-  // From a snapshot of the migrated schema, rebuilt whenever drizzle/ changes (src/db/snapshot.ts).
-  if (config.profile === 'development') return (await openMigratedPglite()).database
-  // loadConfig guarantees a URL in production.
-  const url = config.databaseUrl!
-  await migratePostgresDatabase(url)
-  return connectPostgres({ url, poolMax: config.dbPoolMax })
-}
-
+/** The configured database, migrated to head; closed with the app when the app opened it. */
 export default fp<DbPluginOptions>(async function dbPlugin (app, { config, database }) {
   const opened = database ?? await openDatabase(config)
   app.decorate('database', opened)

@@ -1,6 +1,7 @@
 import { Readable } from 'node:stream'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { errorResponses } from '../schemas/errors.js'
+import { errorResponses } from '../schemas/error-responses.js'
+import { listUsersJson } from '../users/users-listing.js'
 import { UserList } from '../schemas/users.js'
 
 /** GET /admin/users: every user, for ROLE_ADMIN tokens only. */
@@ -16,7 +17,7 @@ const adminRoutes: FastifyPluginAsyncTypebox = async function (app) {
   }, async function (request, reply) {
     // Fastify's HEAD twin would run the whole listing only to drain it: answer the headers alone.
     if (request.method === 'HEAD') return reply.type('application/json; charset=utf-8').send(Readable.from([]))
-    const batches = app.usersRepository.listJsonBatches()
+    const batches = listUsersJson(app.database)
     // Read the first batch before answering, so a database outage is still a clean 503.
     const first = await batches.next()
     // Separators go out as their own chunks: gluing them to a page would copy the page.

@@ -1,11 +1,10 @@
 import { randomUUID } from 'node:crypto'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { InvalidCredentialsError } from '../errors.js'
-import { httpError } from '../plugins/errors.js'
+import { InvalidCredentialsError } from '../domain-errors.js'
 import { messages } from '../messages.js'
-import { SIGNUP_RATE_LIMIT } from '../plugins/rate-limit.js'
+import { SIGNUP_LIMIT } from '../limits/policy.js'
 import { requestSecurityEvent } from '../security-events.js'
-import { BadRequest, FieldErrors, HttpError, errorResponses } from '../schemas/errors.js'
+import { BadRequest, FieldErrors, HttpError, errorResponses } from '../schemas/error-responses.js'
 import { LoginBody, LoginResponse, SignupBody, SignupResponse } from '../schemas/users.js'
 
 /** POST /auth/signup and POST /auth/login: public, no token. */
@@ -13,7 +12,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async function (app) {
   const { usersRepository, passwords } = app
 
   app.post('/signup', {
-    config: { public: true, rateLimit: SIGNUP_RATE_LIMIT },
+    config: { public: true, rateLimit: SIGNUP_LIMIT },
     schema: {
       tags: ['auth'],
       summary: 'Create an account (always ROLE_USER)',
@@ -21,8 +20,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async function (app) {
       response: { 201: SignupResponse, 400: BadRequest, 409: FieldErrors, ...errorResponses }
     }
   }, async function (request, reply) {
-    const { username, password } = request.body
-    const email = request.body.email.toLowerCase()
+    const { username, email, password } = request.body
     const passwordHash = await passwords.hash(password)
     const user = await usersRepository.create({ username, email, passwordHash })
     requestSecurityEvent(request, 'user_created', { userId: user.id })
@@ -40,8 +38,8 @@ const authRoutes: FastifyPluginAsyncTypebox = async function (app) {
   }, async function (request, reply) {
     const { email, password } = request.body
     // §9: counted (or refused with 429) before any hashing, whether the account exists or not.
-    const attempt = await app.loginLimiter.begin(request, reply, email.toLowerCase())
-    const check = await passwords.authenticate(password, () => usersRepository.findByEmail(email.toLowerCase()))
+    const attempt = await app.loginLimiter.begin(request, reply, email)
+    const check = await passwords.checkLogin(password, () => usersRepository.findByEmail(email))
     const user = check.account
     if (!user || !check.valid) {
       requestSecurityEvent(request, 'authn_login_fail', user ? { userId: user.id } : { emailHmac: attempt.emailHmac })
@@ -62,7 +60,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async function (app) {
 
   // Every path under /auth/ is public (SPEC rule 1), so an unknown one is a plain 404, token or not.
   app.all('/*', { config: { public: true }, schema: { hide: true, response: { 404: HttpError } } }, async function (_request, reply) {
-    return reply.code(404).send(httpError(404, messages.notFound))
+    return reply.notFound(messages.notFound)
   })
 }
 

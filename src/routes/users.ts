@@ -1,7 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { ForbiddenError } from '../errors.js'
+import { ForbiddenError } from '../domain-errors.js'
 import { requestSecurityEvent } from '../security-events.js'
-import { BadRequest, errorResponses } from '../schemas/errors.js'
+import { BadRequest, errorResponses } from '../schemas/error-responses.js'
+import { normalizeEmail } from '../users/user.js'
 import { MeBody, UserRecord } from '../schemas/users.js'
 
 /** GET /users/me: the caller's own record, for ROLE_USER tokens only. */
@@ -34,7 +35,7 @@ const usersRoutes: FastifyPluginAsyncTypebox = async function (app) {
     // The auth hook looked the account up; the token is the proof of identity.
     const account = request.account!
     const email = request.body?.email
-    if (email !== undefined && email.toLowerCase() !== account.email) {
+    if (email !== undefined && normalizeEmail(email) !== account.email) {
       requestSecurityEvent(request, 'authz_fail', { statusCode: 403, reason: 'email_mismatch', userId: account.id })
       throw new ForbiddenError()
     }

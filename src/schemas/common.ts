@@ -1,5 +1,6 @@
-import { Type, type Static } from '@sinclair/typebox'
-import { ROLES } from '../db/schema.js'
+import { Type } from '@sinclair/typebox'
+import { ROLES } from '../users/user.js'
+import { MAX_EMAIL_LENGTH } from '../validation.js'
 
 // "Blank" is part of "missing" in CONTRACT §4; `type: 'string'` inside keeps a number from
 // also being reported as blank. The errors plugin maps each keyword to its message.
@@ -12,8 +13,8 @@ export const Role = Type.Union(ROLES.map((role) => Type.Literal(role)), { exampl
 /** 3–20 code points (Ajv counts code points, not UTF-16 units), no control characters. */
 export const Username = Type.String({ minLength: 3, maxLength: 20, pattern: '^\\P{Cc}*$', not: blank, examples: ['ana'] })
 
-/** The `email` format is replaced by a linear check that runs after the 254 cap (src/validation.ts). */
-export const Email = Type.String({ format: 'email', maxLength: 254, not: blank, examples: ['ana@example.com'] })
+/** The `email` format is replaced by a linear check that runs after the length cap (src/validation.ts). */
+export const Email = Type.String({ format: 'email', maxLength: MAX_EMAIL_LENGTH, not: blank, examples: ['ana@example.com'] })
 
 export const NewPassword = Type.String({
   minLength: 8,
@@ -25,5 +26,3 @@ export const NewPassword = Type.String({
 
 /** Login checks presence and type only, so accounts keep working if the rules change. */
 export const Password = Type.String({ not: empty, examples: ['Secreto123'] })
-
-export type Role = Static<typeof Role>

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import argon2, { type HashOptions } from 'argon2'
-import { createWorkLimiter } from './work-limiter.js'
+import { createWorkQueue } from './work-queue.js'
 
 export interface Argon2Cost {
   readonly memoryCost: number
@@ -30,7 +30,7 @@ export interface PasswordManager {
    * logins refused for saturation never reach the database, so a flood cannot queue up on the
    * pool ahead of other requests. No account → the dummy hash is verified, in the same time.
    */
-  authenticate<T extends { passwordHash: string }> (password: string, find: () => Promise<T | undefined>): Promise<LoginCheck<T>>
+  checkLogin<T extends { passwordHash: string }> (password: string, find: () => Promise<T | undefined>): Promise<LoginCheck<T>>
 }
 
 const PHC_ARGON2ID_V19 = /^\$argon2id\$v=19\$([a-z]=\d+(?:,[a-z]=\d+)*)\$/
@@ -47,6 +47,11 @@ export function weakerThan (storedHash: string, cost: Argon2Cost): boolean {
   return !(Number(params.m) >= cost.memoryCost && Number(params.t) >= cost.timeCost && Number(params.p) >= cost.parallelism)
 }
 
+/** argon2id at the configured cost: the one set of options every hash is made with. */
+export function argon2Options (cost: Argon2Cost): HashOptions & { type: typeof argon2.argon2id } {
+  return { type: argon2.argon2id, ...cost }
+}
+
 /** Longest login password ever hashed: anything longer is refused before argon2 runs. */
 export const MAX_LOGIN_PASSWORD = 128
 
@@ -55,8 +60,8 @@ export const MAX_LOGIN_PASSWORD = 128
  * against a dummy hash of the same cost, so both failures take the same time.
  */
 export async function createPasswordManager ({ cost, concurrency, onTiming }: PasswordManagerOptions): Promise<PasswordManager> {
-  const options: HashOptions = { type: argon2.argon2id, ...cost }
-  const limit = createWorkLimiter({ concurrency, maxQueue: 64, maxWaitMs: 2000 })
+  const options = argon2Options(cost)
+  const limit = createWorkQueue({ concurrency, maxQueue: 64, maxWaitMs: 2000 })
   const timed = async <T>(operation: 'hash' | 'verify', work: () => Promise<T>): Promise<T> => {
     const start = process.hrtime.bigint()
     try {
@@ -70,7 +75,7 @@ export async function createPasswordManager ({ cost, concurrency, onTiming }: Pa
 
   return {
     hash,
-    async authenticate (password, find) {
+    async checkLogin (password, find) {
       // Counted in code points like every other length; the cap keeps huge inputs off argon2.
       if (password.length > MAX_LOGIN_PASSWORD && [...password].length > MAX_LOGIN_PASSWORD) {
         return { account: await find(), valid: false, needsRehash: false }

@@ -1,17 +1,16 @@
 import { eq, sql } from 'drizzle-orm'
-import type { AppDatabase } from '../db/client.js'
-import { users, type Role } from '../db/schema.js'
-import { uniqueViolation } from '../db/errors.js'
-import { DuplicateUserError } from '../errors.js'
-import { messages } from '../messages.js'
-import { createUsersListing } from './users-listing.js'
+import type { AppDatabase } from '../db/database.js'
+import { users } from '../db/schema.js'
+import { uniqueViolation } from '../db/pg-errors.js'
+import { DuplicateUserError, type UniqueField } from '../domain-errors.js'
+import type { UserRecord } from '../schemas/users.js'
+import { normalizeEmail, type Role } from './user.js'
 
 export interface NewUser { username: string, email: string, passwordHash: string, role?: Role }
-export interface PublicUser { id: number, username: string, email: string, role: Role }
 
 const publicColumns = { id: users.id, username: users.username, email: users.email, role: users.role }
 
-/** Plain async functions over the users table; every statement is prepared once. */
+/** Plain async functions over the users table; e-mails are normalised on the way in, statements prepared once. */
 export function createUsersRepository (db: AppDatabase) {
   const byEmail = db.select({ ...publicColumns, passwordHash: users.passwordHash }).from(users)
     .where(eq(users.email, sql.placeholder('email'))).prepare('users_by_email')
@@ -21,28 +20,39 @@ export function createUsersRepository (db: AppDatabase) {
     .where(sql`${users.email} = ${sql.placeholder('email')} or lower(${users.username}) = lower(${sql.placeholder('username')})`)
     .prepare('users_conflicts')
 
-  const listing = createUsersListing(db)
+  /** The fields of `user` that an existing account already holds. */
+  async function collidingFields (user: NewUser, constraint: string): Promise<UniqueField[]> {
+    const fields = new Set<UniqueField>()
+    for (const row of await conflicts.execute({ email: user.email, username: user.username })) {
+      if (row.email === user.email) fields.add('email')
+      if (row.username.toLowerCase() === user.username.toLowerCase()) fields.add('username')
+    }
+    // The other account may have gone already; the violated index still names the field.
+    if (fields.size === 0) fields.add(constraint.includes('email') ? 'email' : 'username')
+    return (['email', 'username'] as const).filter((field) => fields.has(field))
+  }
 
   return {
     async findByEmail (email: string) {
-      const [row] = await byEmail.execute({ email })
+      const [row] = await byEmail.execute({ email: normalizeEmail(email) })
       return row
     },
 
-    async findById (id: number): Promise<PublicUser | undefined> {
+    async findById (id: number): Promise<UserRecord | undefined> {
       const [row] = await byId.execute({ id })
       return row
     },
 
     /** Inserts the user; the unique indexes decide duplicates, so racing sign-ups stay correct. */
-    async create (user: NewUser): Promise<PublicUser> {
+    async create (input: NewUser): Promise<UserRecord> {
+      const user = { ...input, email: normalizeEmail(input.email) }
       try {
         const [row] = await db.insert(users).values(user).returning(publicColumns)
         return row
       } catch (error) {
         const constraint = uniqueViolation(error)
         if (constraint === undefined) throw error
-        throw new DuplicateUserError(await duplicatedFields(user, constraint))
+        throw new DuplicateUserError(await collidingFields(user, constraint))
       }
     },
 
@@ -50,26 +60,10 @@ export function createUsersRepository (db: AppDatabase) {
       await db.update(users).set({ passwordHash }).where(eq(users.id, id))
     },
 
-    async setRole (email: string, role: Role): Promise<PublicUser | undefined> {
-      const [row] = await db.update(users).set({ role }).where(eq(users.email, email)).returning(publicColumns)
+    async setRole (email: string, role: Role): Promise<UserRecord | undefined> {
+      const [row] = await db.update(users).set({ role }).where(eq(users.email, normalizeEmail(email))).returning(publicColumns)
       return row
-    },
-
-    /** The admin listing as JSON text, page by page (see users-listing.ts). */
-    listJsonBatches: listing.listJsonBatches
-  }
-
-  async function duplicatedFields (user: NewUser, constraint: string): Promise<DuplicateUserError['fields']> {
-    const fields: DuplicateUserError['fields'] = {}
-    for (const row of await conflicts.execute({ email: user.email, username: user.username })) {
-      if (row.email === user.email) fields.email = messages.duplicate.email
-      if (row.username.toLowerCase() === user.username.toLowerCase()) fields.username = messages.duplicate.username
     }
-    // The other account may have gone already; the violated index still names the field.
-    if (!fields.email && !fields.username) {
-      fields[constraint.includes('email') ? 'email' : 'username'] = messages.duplicate[constraint.includes('email') ? 'email' : 'username']
-    }
-    return fields
   }
 }
 

@@ -3,8 +3,9 @@ import { join } from 'node:path'
 import t from 'tap'
 import { readMigrationFiles } from 'drizzle-orm/migrator'
 import { sql } from 'drizzle-orm'
-import { connectPglite, type Database } from '../../src/db/client.js'
-import { migratePgliteDatabase, migrationsFolder } from '../../src/db/migrate.js'
+import type { Database } from '../../src/db/database.js'
+import { migrationsFolder } from '../../src/db/migrate.js'
+import { connectPglite } from '../../src/db/pglite.js'
 import { migrationsHash, openMigratedPglite, snapshotFileName } from '../../src/db/snapshot.js'
 
 /** Everything the migrations decide, read from the catalog, plus drizzle's journal. */
@@ -27,9 +28,10 @@ const expectedJournal = (folder: string) =>
 
 t.test('a snapshot-started database has exactly the schema and journal of a cold, migrated one', async (t) => {
   const cacheDir = t.testdir()
-  const cold = await connectPglite()
+  const pglite = await connectPglite()
+  const cold = pglite.database
   t.teardown(() => cold.close())
-  await migratePgliteDatabase(cold)
+  await pglite.migrate(migrationsFolder)
   const reference = await describe(cold)
   t.same(reference.columns.map((c) => (c as { column_name: string }).column_name), ['id', 'username', 'email', 'password_hash', 'role', 'created_at'], 'the reference is the migrated users table')
   t.same(reference.journal, expectedJournal(migrationsFolder), 'the reference journal lists every migration in drizzle/')

@@ -1,7 +1,9 @@
 import t, { type Test } from 'tap'
-import type { App } from '../src/app.js'
-import { createLoginLimiter, createMemoryStore, LOGIN_WINDOW_MS } from '../src/users/login-limiter.js'
-import { build, captureLog, redisIsUp, redisPrefix, seedAccounts, testDatabases, TEST_REDIS_URL as REDIS_URL } from './helper.js'
+import type { App } from '../../src/app.js'
+import { createMemoryStore } from '../../src/limits/attempt-stores.js'
+import { createLoginLimiter } from '../../src/limits/login-limiter.js'
+import { LOGIN_WINDOW_MS } from '../../src/limits/policy.js'
+import { build, captureLog, redisIsUp, redisPrefix, seedAccounts, testDatabases, TEST_REDIS_URL as REDIS_URL } from '../helper.js'
 
 const LIMITS_ON = { RATE_LIMITS: 'on' }
 const tooMany = { statusCode: 429, error: 'Too Many Requests', message: 'Demasiados intentos, inténtelo más tarde' }

@@ -1,6 +1,6 @@
-import { ServiceUnavailableError } from '../errors.js'
+import { ServiceUnavailableError } from '../domain-errors.js'
 
-export interface WorkLimiterOptions {
+export interface WorkQueueOptions {
   /** Jobs running at once. */
   readonly concurrency: number
   /** Jobs allowed to wait for a slot; one more is refused at once. */
@@ -9,7 +9,7 @@ export interface WorkLimiterOptions {
   readonly maxWaitMs: number
 }
 
-export type WorkLimiter = <T>(job: () => Promise<T>) => Promise<T>
+export type WorkQueue = <T>(job: () => Promise<T>) => Promise<T>
 
 interface Waiter { start: () => void, timer: NodeJS.Timeout }
 
@@ -17,7 +17,7 @@ interface Waiter { start: () => void, timer: NodeJS.Timeout }
  * Bounds expensive work (argon2): a flood of logins turns into fast 503s instead of a
  * queue that grows without end and starves every other request of the thread pool.
  */
-export function createWorkLimiter ({ concurrency, maxQueue, maxWaitMs }: WorkLimiterOptions): WorkLimiter {
+export function createWorkQueue ({ concurrency, maxQueue, maxWaitMs }: WorkQueueOptions): WorkQueue {
   let running = 0
   const queue: Waiter[] = []
 

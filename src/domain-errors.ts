@@ -1,7 +1,7 @@
 import createError from '@fastify/error'
 import { messages } from './messages.js'
 
-/** Domain errors, made once; the errors plugin turns each into the contract's body. */
+/** Domain errors, made once; the error handler turns each into the contract's body. */
 export const InvalidCredentialsError = createError('UMS_INVALID_CREDENTIALS', messages.badCredentials, 401)
 export const ServiceUnavailableError = createError('UMS_SERVICE_UNAVAILABLE', messages.unavailable, 503)
 export const TokenMissingError = createError('UMS_TOKEN_MISSING', messages.tokenMissing, 401)
@@ -10,11 +10,13 @@ export const TokenExpiredError = createError('UMS_TOKEN_EXPIRED', messages.token
 export const ForbiddenError = createError('UMS_FORBIDDEN', messages.forbidden, 403)
 export const TooManyAttemptsError = createError('UMS_TOO_MANY_ATTEMPTS', messages.tooManyAttempts, 429)
 
-/** A sign-up that collides with existing accounts: 409 with one entry per duplicated field. */
+export type UniqueField = 'email' | 'username'
+
+/** A new account collides with existing ones on these fields; the error handler words the 409. */
 export class DuplicateUserError extends Error {
   readonly statusCode = 409
   readonly code = 'UMS_DUPLICATE_USER'
-  constructor (readonly fields: Partial<Record<'email' | 'username', string>>) {
-    super('duplicate user')
+  constructor (readonly fields: readonly UniqueField[]) {
+    super(`duplicate user: ${fields.join(', ')}`)
   }
 }

@@ -2,11 +2,11 @@ import { createConnection, createServer, type Server, type Socket } from 'node:n
 import { setTimeout as sleep } from 'node:timers/promises'
 import postgres from 'postgres'
 import t from 'tap'
-import { buildApp } from '../src/app.js'
-import { loadConfig } from '../src/config.js'
-import { buildManagementApp } from '../src/management/app.js'
-import { createPostgresDatabase } from './helper.js'
-import { TEST_SECRET, freePort, http } from './server-process.js'
+import { buildApp } from '../../src/app.js'
+import { loadConfig } from '../../src/config.js'
+import { buildManagementApp } from '../../src/management/management-app.js'
+import { createPostgresDatabase } from '../helper.js'
+import { TEST_SECRET, freePort, http } from '../server-process.js'
 
 // Real processes start slowly on a busy two-core machine: more than .taprc's 120 s per file.
 t.setTimeout(300_000)

@@ -3,9 +3,7 @@ import { join } from 'node:path'
 import Fastify, { LogController, type FastifyBaseLogger } from 'fastify'
 import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
-import { sql } from 'drizzle-orm'
 import type { App } from '../app.js'
-import { withTimeout } from '../db/client.js'
 import { migrationsFolder } from '../db/migrate.js'
 
 export interface ManagementOptions {
@@ -84,9 +82,6 @@ async function migrationsHead (): Promise<{ count: number, when: number }> {
  * many records as the journal has entries and the latest is the journal's newest.
  */
 async function migrationsAtHead (api: App, head: { count: number, when: number }): Promise<boolean> {
-  const query = api.database.db.execute(sql`select count(*)::int as applied, max(created_at)::text as latest from drizzle.__drizzle_migrations`)
-  const result = await withTimeout(query, CHECK_TIMEOUT_MS) as unknown
-  // postgres.js answers an array of rows, PGlite an object holding them.
-  const [row] = (Array.isArray(result) ? result : (result as { rows: unknown[] }).rows) as { applied: number, latest: string | null }[]
-  return row.applied >= head.count && Number(row.latest ?? 0) >= head.when
+  const state = await api.database.migrationState(CHECK_TIMEOUT_MS)
+  return state.applied >= head.count && state.latest >= head.when
 }

@@ -1,11 +1,12 @@
 import fp from 'fastify-plugin'
-import { normalizeIP } from '@fastify/rate-limit'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Config } from '../config.js'
-import { TooManyAttemptsError } from '../errors.js'
+import { TooManyAttemptsError } from '../domain-errors.js'
+import { throttledWarning } from '../logger.js'
 import { emailDigest, requestSecurityEvent } from '../security-events.js'
-import { createFallbackStore, createLoginLimiter, createMemoryStore, createRedisStore, type AttemptStore } from '../users/login-limiter.js'
-import { throttledWarning } from './rate-limit.js'
+import { createFallbackStore, createMemoryStore, createRedisStore, type AttemptStore } from './attempt-stores.js'
+import { createLoginLimiter } from './login-limiter.js'
+import { addressKey } from './policy.js'
 
 /** One login as the limiter sees it. */
 export interface LoginAttempt {
@@ -26,9 +27,9 @@ declare module 'fastify' {
 
 /**
  * CONTRACT §9's failed-login counters, called by the login route before any hashing.
- * Counters live in Redis when the rate-limit plugin connected one, in memory otherwise.
+ * Counters live in Redis when limits-redis connected one, in memory otherwise.
  */
-export default fp<{ config: Config }>(async function loginLimiterPlugin (app, { config }) {
+export default fp<{ config: Config }>(async function loginLimitPlugin (app, { config }) {
   const digest = (email: string) => emailDigest(config.jwt.secret, email)
   if (!config.rateLimits) {
     app.decorate('loginLimiter', {
@@ -50,9 +51,7 @@ export default fp<{ config: Config }>(async function loginLimiterPlugin (app, { 
 
   app.decorate('loginLimiter', {
     async begin (request: FastifyRequest, reply: FastifyReply, email: string): Promise<LoginAttempt> {
-      // IPv6 clients count per /64 and IPv4-mapped addresses as IPv4, as for sign-up.
-      // A socket closed before the request was read has no address: those share one counter.
-      const address = request.ip ? normalizeIP(request.ip) : 'unknown'
+      const address = addressKey(request.ip)
       const emailHmac = digest(email)
       const verdict = await limiter.begin(address, emailHmac)
       if (verdict.blocked) {
@@ -63,4 +62,4 @@ export default fp<{ config: Config }>(async function loginLimiterPlugin (app, { 
       return { emailHmac, succeeded: () => limiter.succeeded(address, emailHmac) }
     }
   })
-}, { fastify: '5.x', name: 'login-limiter', dependencies: ['rate-limit'] })
+}, { fastify: '5.x', name: 'login-limit', dependencies: ['limits-redis'] })

@@ -4,10 +4,10 @@ import { join } from 'node:path'
 import { promisify } from 'node:util'
 import t, { type Test } from 'tap'
 import { sql } from 'drizzle-orm'
-import { buildApp } from '../src/app.js'
-import { buildManagementApp } from '../src/management/app.js'
-import { createMetrics } from '../src/plugins/metrics.js'
-import { build, createTestDatabase, login, testConfig, testDatabases, uniqueUser } from './helper.js'
+import { buildApp } from '../../src/app.js'
+import { buildManagementApp } from '../../src/management/management-app.js'
+import { createMetrics } from '../../src/metrics-registry.js'
+import { build, createTestDatabase, login, testConfig, testDatabases, uniqueUser } from '../helper.js'
 
 type Json = Record<string, any>
 

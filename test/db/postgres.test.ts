@@ -1,8 +1,8 @@
 import t from 'tap'
 import { sql } from 'drizzle-orm'
 import { buildApp } from '../../src/app.js'
-import { connectPostgres } from '../../src/db/client.js'
-import { databaseUnavailable } from '../../src/db/errors.js'
+import { connectPostgres } from '../../src/db/postgres.js'
+import { databaseUnavailable } from '../../src/db/pg-errors.js'
 import { createPostgresDatabase, testConfig } from '../helper.js'
 import { migratePostgresDatabase } from '../../src/db/migrate.js'
 

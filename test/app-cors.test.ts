@@ -1,5 +1,5 @@
 import t from 'tap'
-import { build, seedAccounts } from '../helper.js'
+import { build, seedAccounts } from './helper.js'
 
 const { user } = seedAccounts
 const ORIGIN = 'https://app.example.com'

@@ -1,0 +1,38 @@
+import type { Config } from '../config.js'
+import type { Database } from './database.js'
+import { migratePostgresDatabase } from './migrate.js'
+import { connectPostgres } from './postgres.js'
+import { openMigratedPglite } from './snapshot.js'
+
+export interface OpenOptions {
+  /**
+   * The PostgreSQL database at DATABASE_URL whatever the profile: the CLI and the tests change
+   * stored data there, while the development service keeps its PGlite.
+   */
+  readonly persistent?: boolean
+  readonly poolMax?: number
+  readonly applicationName?: string
+}
+
+/** There is no persistent database to open: development without DATABASE_URL. */
+export class NoPersistentDatabaseError extends Error {
+  constructor () {
+    super('no DATABASE_URL: the development profile\'s PGlite lives inside the server process')
+    this.name = 'NoPersistentDatabaseError'
+  }
+}
+
+/**
+ * The one place that decides which database the service talks to: PGlite in development
+ * (from a snapshot of the migrated schema, src/db/snapshot.ts), PostgreSQL in production,
+ * migrated to head under a lock before the pool opens.
+ */
+export async function openDatabase (config: Pick<Config, 'profile' | 'databaseUrl' | 'dbPoolMax'>, options: OpenOptions = {}): Promise<Database> {
+  const postgres = config.profile === 'production' || options.persistent
+  if (!postgres) return (await openMigratedPglite()).database
+  // loadConfig guarantees a URL in production.
+  const url = config.databaseUrl
+  if (!url) throw new NoPersistentDatabaseError()
+  await migratePostgresDatabase(url)
+  return connectPostgres({ url, poolMax: options.poolMax ?? config.dbPoolMax, applicationName: options.applicationName })
+}

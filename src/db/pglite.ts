@@ -1,0 +1,45 @@
+import { drizzle } from 'drizzle-orm/pglite'
+import { migrate } from 'drizzle-orm/pglite/migrator'
+import { sql } from 'drizzle-orm'
+import type { PGlite } from '@electric-sql/pglite'
+import * as schema from './schema.js'
+import { withTimeout, type Database } from './database.js'
+import { sharedQueries } from './queries.js'
+
+/** A PGlite database and what only PGlite can do: apply migrations in-process, dump its data dir. */
+export interface PgliteDatabase {
+  readonly database: Database
+  migrate (migrationsFolder: string): Promise<void>
+  /** The whole data directory, uncompressed, as `loadDataDir` takes it back. */
+  dump (): Promise<Buffer>
+}
+
+/** PGlite in the process: a fresh in-memory database, or one restored from a data-dir snapshot. */
+export async function connectPglite (snapshot?: Blob): Promise<PgliteDatabase> {
+  const { PGlite } = await import('@electric-sql/pglite')
+  const client: PGlite = await PGlite.create(snapshot ? { loadDataDir: snapshot } : {})
+  const db = drizzle({ client, schema })
+  const queries = sharedQueries(db)
+  const page = queries.userJsonPage.prepare('users_json_page')
+  const database: Database = {
+    db,
+    driver: 'pglite',
+    ping: async (timeoutMs = 1000) => { await withTimeout(db.execute(sql`select 1`), timeoutMs) },
+    async migrationState (timeoutMs = 1000) {
+      const { rows: [row] } = await withTimeout(db.execute<{ applied: number, latest: string }>(queries.migrationState), timeoutMs)
+      return { applied: row.applied, latest: Number(row.latest) }
+    },
+    async userJsonPage (after, size) {
+      const [row] = await page.execute({ after, size })
+      return row?.json && row.last !== null ? { json: row.json, last: Number(row.last) } : undefined
+    },
+    // One connection in the process, serialised by PGlite itself.
+    poolStats: () => ({ max: 1, inFlight: 0, waiting: 0, acquireTimeouts: 0 }),
+    close: () => client.close()
+  }
+  return {
+    database,
+    migrate: (migrationsFolder) => migrate(db, { migrationsFolder }),
+    dump: async () => Buffer.from(await (await client.dumpDataDir('none')).arrayBuffer())
+  }
+}

@@ -1,0 +1,58 @@
+import fp from 'fastify-plugin'
+import type { Redis } from 'ioredis'
+import type { FastifyBaseLogger } from 'fastify'
+import type { Config } from '../config.js'
+import { throttledWarning } from '../logger.js'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The Redis that holds the §9 counters of every instance; null without REDIS_URL or with RATE_LIMITS=off. */
+    limitsRedis: Redis | null
+    /** Prefix of every key this service writes to that Redis. */
+    limitsKeyPrefix: string
+  }
+}
+
+export interface LimitsRedisOptions {
+  readonly config: Config
+  /** Keys in Redis start with this; tests give each case its own. */
+  readonly keyPrefix?: string
+}
+
+/**
+ * Small timeouts and no offline queue: a Redis that is down or slow must turn into an error
+ * within a fraction of a second, so the limits can fall back instead of holding logins.
+ */
+async function connectLimitsRedis (url: string, log: FastifyBaseLogger): Promise<Redis> {
+  const warn = throttledWarning(log, 'Redis for the abuse limits is unavailable; counting in this instance until it is back')
+  // Loaded only when REDIS_URL is set: ioredis adds about 10 MB to the idle RSS (BENCHMARKS.md).
+  const { Redis } = await import('ioredis')
+  const redis = new Redis(url, {
+    lazyConnect: true,
+    connectTimeout: 500,
+    commandTimeout: 250,
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    retryStrategy: (times) => Math.min(times * 200, 2000)
+  })
+  // Without a listener ioredis prints every failed reconnection to stderr.
+  redis.on('error', (error) => warn({ err: error }))
+  try {
+    await redis.connect()
+  } catch (error) {
+    // ioredis keeps reconnecting in the background; the service starts anyway.
+    warn({ err: error })
+  }
+  return redis
+}
+
+/**
+ * The Redis connection the §9 limits share across instances, closed with the app.
+ * @see https://github.com/redis/ioredis
+ */
+export default fp<LimitsRedisOptions>(async function limitsRedisPlugin (app, { config, keyPrefix = 'ums:' }) {
+  const redis = config.rateLimits && config.redisUrl ? await connectLimitsRedis(config.redisUrl, app.log) : null
+  app.decorate('limitsRedis', redis)
+  app.decorate('limitsKeyPrefix', keyPrefix)
+  if (redis) app.addHook('onClose', async () => { await redis.quit().catch(() => redis.disconnect()) })
+}, { fastify: '5.x', name: 'limits-redis' })

@@ -1,0 +1,33 @@
+import fp from 'fastify-plugin'
+import rateLimit, { type RateLimitPluginOptions } from '@fastify/rate-limit'
+import type { Config } from '../config.js'
+import { TooManyAttemptsError } from '../domain-errors.js'
+import { throttledWarning } from '../logger.js'
+import { requestSecurityEvent } from '../security-events.js'
+
+/**
+ * The sign-up limit (@fastify/rate-limit, per address, IPv6 per /64; routes opt in with
+ * `config: { rateLimit: SIGNUP_LIMIT }`), and the warning about X-Forwarded-For without TRUST_PROXY.
+ * @see https://github.com/fastify/fastify-rate-limit
+ */
+export default fp<{ config: Config }>(async function signupLimitPlugin (app, { config }) {
+  if (!config.rateLimits) return
+
+  if (config.trustProxy === false) {
+    const warn = throttledWarning(app.log, 'X-Forwarded-For received while TRUST_PROXY is off: every client behind that proxy shares one set of abuse counters')
+    app.addHook('onRequest', async (request) => {
+      if (request.headers['x-forwarded-for'] !== undefined) warn({ clientAddress: request.ip })
+    })
+  }
+
+  const options: RateLimitPluginOptions = {
+    global: false,
+    nameSpace: `${app.limitsKeyPrefix}signup:`,
+    // Redis down must not turn sign-ups into 500s: the request goes through unlimited.
+    skipOnError: true,
+    // The error handler shapes UMS_ errors as { statusCode, error, message } with our Spanish text.
+    errorResponseBuilder: () => new TooManyAttemptsError(),
+    onExceeded: (request) => requestSecurityEvent(request, 'excess_rate_limit_exceeded', { reason: 'signup' })
+  }
+  await app.register(rateLimit, app.limitsRedis ? { ...options, redis: app.limitsRedis } : options)
+}, { fastify: '5.x', name: 'signup-limit', dependencies: ['limits-redis'] })

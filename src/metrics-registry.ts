@@ -1,0 +1,66 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
+import type { PoolStats } from './db/database.js'
+
+/** Label of requests that matched no route: a raw URL would make one series per path tried. */
+export const UNMATCHED_ROUTE = '<unmatched>'
+
+export interface Metrics {
+  /** Its own registry, never prom-client's global one: two apps in one test process stay apart. */
+  readonly registry: Registry
+  /** For buildApp's `onHashTiming`: seconds each argon2 hash or verify took. */
+  observeHashTiming (operation: 'hash' | 'verify', seconds: number): void
+  /** Where the pool gauges read from; set once the database is open. */
+  watchPool (stats: () => PoolStats): void
+  observeRequest (method: string, route: string, statusCode: number, seconds: number): void
+}
+
+/** The registry of CONTRACT §8: requests by route pattern and status, hash time, pool use, process. */
+export function createMetrics (): Metrics {
+  const registry = new Registry()
+  collectDefaultMetrics({ register: registry })
+  const labelNames = ['method', 'route', 'status_code'] as const
+  const requests = new Counter({ name: 'http_requests_total', help: 'API requests answered, by route pattern and status code', labelNames, registers: [registry] })
+  const duration = new Histogram({
+    name: 'http_request_duration_seconds',
+    help: 'API response time, by route pattern and status code',
+    labelNames,
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [registry]
+  })
+  const hashing = new Histogram({
+    name: 'password_hash_duration_seconds',
+    help: 'Time of one argon2id hash or verify, queueing excluded',
+    labelNames: ['operation'] as const,
+    buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+    registers: [registry]
+  })
+
+  let pool: (() => PoolStats) | undefined
+  const poolGauge = (name: string, help: string, read: (stats: PoolStats) => number) => new Gauge({
+    name,
+    help,
+    registers: [registry],
+    collect () { if (pool) this.set(read(pool())) }
+  })
+  poolGauge('db_pool_max_connections', 'Connections the database pool may open', (s) => s.max)
+  poolGauge('db_pool_queries_in_flight', 'Queries on a connection or waiting for one', (s) => s.inFlight)
+  poolGauge('db_pool_queries_waiting', 'Queries waiting for a free connection', (s) => s.waiting)
+  // A counter read from the pool, so it is exposed as one (a gauge would hide resets).
+  new Counter({
+    name: 'db_pool_acquire_timeouts_total',
+    help: 'Queries refused because no connection was free within 1 s',
+    registers: [registry],
+    collect () { if (pool) { this.reset(); this.inc(pool().acquireTimeouts) } }
+  })
+
+  return {
+    registry,
+    observeHashTiming: (operation, seconds) => hashing.observe({ operation }, seconds),
+    watchPool: (stats) => { pool = stats },
+    observeRequest (method, route, statusCode, seconds) {
+      const labels = { method, route, status_code: String(statusCode) }
+      requests.inc(labels)
+      duration.observe(labels, seconds)
+    }
+  }
+}
