@@ -13,6 +13,7 @@ import usersPlugin from './plugins/users.js'
 import authPlugin from './plugins/auth.js'
 import errorHandlerPlugin from './plugins/error-handler.js'
 import metricsPlugin from './plugins/metrics.js'
+import responseDeadlinePlugin from './plugins/response-deadline.js'
 import limitsRedisPlugin from './limits/redis-connection.js'
 import signupLimitPlugin from './limits/signup-limit.js'
 import loginLimitPlugin from './limits/login-limit.js'
@@ -87,6 +88,7 @@ export async function buildApp (config: Config, deps: AppDependencies = {}) {
   await app.register(usersPlugin, { config, seed, onHashTiming: deps.onHashTiming })
   await app.register(authPlugin, { jwt: config.jwt })
   await app.register(errorHandlerPlugin)
+  await app.register(responseDeadlinePlugin)
   await app.register(limitsRedisPlugin, { config, keyPrefix: deps.limitsKeyPrefix })
   await app.register(signupLimitPlugin, { config })
   await app.register(loginLimitPlugin, { config })

@@ -4,7 +4,7 @@ import { sql } from 'drizzle-orm'
 import type { PGlite } from '@electric-sql/pglite'
 import * as schema from './schema.js'
 import { withTimeout, type Database } from './database.js'
-import { sharedQueries } from './queries.js'
+import { MIGRATION_STATE_SQL, sharedQueries } from './queries.js'
 
 /** A PGlite database and what only PGlite can do: apply migrations in-process, dump its data dir. */
 export interface PgliteDatabase {
@@ -26,7 +26,7 @@ export async function connectPglite (snapshot?: Blob): Promise<PgliteDatabase> {
     driver: 'pglite',
     ping: async (timeoutMs = 1000) => { await withTimeout(db.execute(sql`select 1`), timeoutMs) },
     async migrationState (timeoutMs = 1000) {
-      const { rows: [row] } = await withTimeout(db.execute<{ applied: number, latest: string }>(queries.migrationState), timeoutMs)
+      const { rows: [row] } = await withTimeout(db.execute<{ applied: number, latest: string }>(sql.raw(MIGRATION_STATE_SQL)), timeoutMs)
       return { applied: row.applied, latest: Number(row.latest) }
     },
     async userJsonPage (after, size) {

@@ -1,10 +1,16 @@
 import { drizzle } from 'drizzle-orm/postgres-js'
-import { is, Placeholder, sql } from 'drizzle-orm'
+import { is, Placeholder } from 'drizzle-orm'
 import postgres from 'postgres'
 import * as schema from './schema.js'
 import { AcquireTimeoutError } from './pg-errors.js'
 import { withTimeout, type Database } from './database.js'
-import { sharedQueries } from './queries.js'
+import { MIGRATION_STATE_SQL, sharedQueries } from './queries.js'
+import { createSocketWatch } from './socket-watch.js'
+
+/** PostgreSQL's own bound on a statement (CONTRACT §7). */
+const STATEMENT_TIMEOUT_MS = 5000
+/** Past this, a socket awaiting an answer is on a dead path: a little above statement_timeout. */
+const ANSWER_DEADLINE_MS = STATEMENT_TIMEOUT_MS + 1000
 
 export interface PostgresOptions {
   readonly url: string
@@ -22,27 +28,50 @@ interface PendingQuery extends Promise<unknown> {
   cancel (): unknown
 }
 
-/** PostgreSQL through postgres.js, with the timeouts of CONTRACT §7. */
+/** The postgres.js options both the pool and the health probe use. */
+function clientOptions (options: PostgresOptions, watch: ReturnType<typeof createSocketWatch>) {
+  return {
+    // Sockets we open and watch (src/db/socket-watch.ts); over TLS postgres.js replaces the
+    // socket's listeners, so TLS connections keep postgres.js's own sockets (README).
+    ...(/[?&]sslmode=/.test(options.url) ? {} : { socket: watch.open }),
+    connect_timeout: 1,
+    onnotice: () => {},
+    connection: {
+      application_name: options.applicationName ?? 'user-management',
+      statement_timeout: STATEMENT_TIMEOUT_MS,
+      idle_in_transaction_session_timeout: 10000
+    }
+  }
+}
+
+/** PostgreSQL through postgres.js, with the timeouts and deadlines of CONTRACT §7. */
 export function connectPostgres (options: PostgresOptions): Database {
+  const watch = createSocketWatch({ connectTimeoutMs: 1000, answerDeadlineMs: ANSWER_DEADLINE_MS })
   const client = postgres(options.url, {
+    ...clientOptions(options, watch),
     max: options.poolMax,
     // No pipelining: a query gets a connection of its own or waits in the pool's queue, so
     // "waiting for a connection" is a state the acquire timeout below can see and bound.
     // (A documented option that postgres.js's types leave out.)
     ...{ max_pipeline: 0 } as object,
-    connect_timeout: 1,
     // postgres.js waits up to 20 s between connection attempts after repeated failures; a
     // database back after an outage would sit unused that long. At most 1 s here, with jitter.
     backoff: (retries) => (0.5 + Math.random() / 2) * Math.min(0.05 * 2 ** retries, 1),
     idle_timeout: 60,
-    max_lifetime: 30 * 60,
-    onnotice: () => {},
-    connection: {
-      application_name: options.applicationName ?? 'user-management',
-      statement_timeout: 5000,
-      idle_in_transaction_session_timeout: 10000
-    }
+    max_lifetime: 30 * 60
   })
+  // Health checks get a connection of their own: a probe that gives up destroys it, and never
+  // holds one of the pool's (CONTRACT §7).
+  const probeWatch = createSocketWatch({ connectTimeoutMs: 1000, answerDeadlineMs: ANSWER_DEADLINE_MS })
+  const probe = postgres(options.url, { ...clientOptions({ ...options, applicationName: `${options.applicationName ?? 'user-management'}-probe` }, probeWatch), max: 1, max_lifetime: 30 * 60 })
+  async function probed<T> (query: PromiseLike<T>, timeoutMs: number): Promise<T> {
+    try {
+      return await withTimeout(query, timeoutMs)
+    } catch (error) {
+      probeWatch.destroyAll()
+      throw error
+    }
+  }
   const acquireTimeoutMs = options.acquireTimeoutMs ?? 1000
   const inFlight = new Set<PendingQuery>()
   let acquireTimeouts = 0
@@ -76,9 +105,9 @@ export function connectPostgres (options: PostgresOptions): Database {
   return {
     db,
     driver: 'postgres',
-    ping: async (timeoutMs = 1000) => { await withTimeout(db.execute(sql`select 1`), timeoutMs) },
+    ping: async (timeoutMs = 1000) => { await probed(probe`select 1`, timeoutMs) },
     async migrationState (timeoutMs = 1000) {
-      const [row] = await withTimeout(db.execute<{ applied: number, latest: string }>(queries.migrationState), timeoutMs)
+      const [row] = await probed(probe.unsafe<Array<{ applied: number, latest: string }>>(MIGRATION_STATE_SQL), timeoutMs)
       return { applied: row.applied, latest: Number(row.latest) }
     },
     async userJsonPage (after, size) {
@@ -95,6 +124,10 @@ export function connectPostgres (options: PostgresOptions): Database {
       for (const query of inFlight) if (query.state === null) waiting++
       return { max: options.poolMax, inFlight: inFlight.size, waiting, acquireTimeouts }
     },
-    close: () => client.end({ timeout: 5 })
+    async close () {
+      watch.stop()
+      probeWatch.stop()
+      await Promise.all([client.end({ timeout: 5 }), probe.end({ timeout: 1 })])
+    }
   }
 }

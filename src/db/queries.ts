@@ -14,6 +14,8 @@ export function sharedQueries (db: AppDatabase) {
   }).from(users).where(gt(users.id, sql.placeholder('after'))).orderBy(users.id).limit(sql.placeholder('size')).as('page')
   const userJsonPage = db.select({ json: sql<string | null>`string_agg(${page.json}, ',' order by ${page.id})`, last: sql<number | null>`max(${page.id})` })
     .from(page)
-  const migrationState = sql`select count(*)::int as applied, coalesce(max(created_at), 0)::text as latest from drizzle.__drizzle_migrations`
-  return { userJsonPage, migrationState }
+  return { userJsonPage }
 }
+
+/** Drizzle's record of applied migrations (readiness compares it with drizzle/'s journal). */
+export const MIGRATION_STATE_SQL = 'select count(*)::int as applied, coalesce(max(created_at), 0)::text as latest from drizzle.__drizzle_migrations'

@@ -26,9 +26,9 @@ export interface LoginCheck<T> {
 export interface PasswordManager {
   hash (password: string): Promise<string>
   /**
-   * Looks the account up with `find` and verifies the password, both inside one hashing slot:
-   * logins refused for saturation never reach the database, so a flood cannot queue up on the
-   * pool ahead of other requests. No account → the dummy hash is verified, in the same time.
+   * Looks the account up with `find`, then verifies the password in a hashing slot. The look-up
+   * stays outside the slot, so a database that does not answer never pins a slot (its own
+   * deadline turns it into a 503). No account → the dummy hash is verified, in the same time.
    */
   checkLogin<T extends { passwordHash: string }> (password: string, find: () => Promise<T | undefined>): Promise<LoginCheck<T>>
 }
@@ -80,12 +80,10 @@ export async function createPasswordManager ({ cost, concurrency, onTiming }: Pa
       if (password.length > MAX_LOGIN_PASSWORD && [...password].length > MAX_LOGIN_PASSWORD) {
         return { account: await find(), valid: false, needsRehash: false }
       }
-      return limit(async () => {
-        const account = await find()
-        const matches = await timed('verify', () => argon2.verify(account?.passwordHash ?? dummyHash, password))
-        const valid = matches && account !== undefined
-        return { account, valid, needsRehash: valid && weakerThan(account.passwordHash, cost) }
-      })
+      const account = await find()
+      const matches = await limit(() => timed('verify', () => argon2.verify(account?.passwordHash ?? dummyHash, password)))
+      const valid = matches && account !== undefined
+      return { account, valid, needsRehash: valid && weakerThan(account.passwordHash, cost) }
     }
   }
 }

@@ -1,4 +1,5 @@
-import t from 'tap'
+import { createConnection, createServer, type AddressInfo, type Socket } from 'node:net'
+import t, { type Test } from 'tap'
 import { sql } from 'drizzle-orm'
 import { buildApp } from '../../src/app.js'
 import { connectPostgres } from '../../src/db/postgres.js'
@@ -56,4 +57,55 @@ t.test('a request that cannot get a connection answers 503 Servicio no disponibl
   t.equal(response.headers['retry-after'], '1')
   t.same(response.json(), { statusCode: 503, error: 'Service Unavailable', message: 'Servicio no disponible' })
   await slow
+})
+
+/** A TCP proxy to PostgreSQL whose open sockets can go silent (half-open) while new ones work. */
+async function freezableProxy (t: Test, target: URL) {
+  const pairs: Socket[][] = []
+  const server = createServer((client) => {
+    const upstream = createConnection(Number(target.port || 5432), target.hostname)
+    pairs.push([client, upstream])
+    for (const [from, to] of [[client, upstream], [upstream, client]]) {
+      from.on('data', (chunk) => to.write(chunk))
+      from.on('error', () => {})
+      from.on('close', () => to.destroy())
+    }
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => { for (const pair of pairs) for (const socket of pair) socket.destroy(); server.close() })
+  const url = new URL(target)
+  url.hostname = '127.0.0.1'
+  url.port = String((server.address() as AddressInfo).port)
+  // Nothing more crosses the sockets open now, and nothing closes them.
+  const freeze = () => { for (const pair of pairs) for (const socket of pair) socket.removeAllListeners('data') }
+  return { url: url.toString(), freeze }
+}
+
+t.test('half-open connections: queries fail within the deadline, the sockets are replaced, the probe holds no pool slot', { skip }, async (t) => {
+  const proxy = await freezableProxy(t, new URL(await createPostgresDatabase(t)))
+  const database = connectPostgres({ url: proxy.url, poolMax: 3 })
+  t.teardown(() => database.close())
+  const ask = async () => {
+    const started = Date.now()
+    const outcome = await database.db.execute(sql`select 1 as one`).then(() => 'ok', (e: { cause?: { code?: string }, code?: string }) => e.cause?.code ?? e.code)
+    return { outcome, ms: Date.now() - started }
+  }
+  t.strictSame((await Promise.all([ask(), ask(), ask()])).map((a) => a.outcome), ['ok', 'ok', 'ok'])
+  await database.ping()
+
+  proxy.freeze()
+  const [during, probe] = await Promise.all([
+    Promise.all([ask(), ask(), ask()]),
+    database.ping(1000).then(() => 'up', () => 'down')
+  ])
+  t.strictSame(during.map((a) => a.outcome).sort(), ['CONNECTION_CLOSED', 'CONNECTION_CLOSED', 'CONNECTION_CLOSED'])
+  t.ok(during.every((a) => a.ms >= 5500 && a.ms < 7500), `failed after ${during.map((a) => a.ms).join(', ')} ms (deadline 6 s)`)
+  t.equal(probe, 'down', 'the probe gave up after its own 1 s')
+  t.strictSame(database.poolStats(), { max: 3, inFlight: 0, waiting: 0, acquireTimeouts: 0 }, 'nothing left in flight')
+
+  // New connections work: the pool serves again at once, and so does the probe.
+  const after = await Promise.all([ask(), ask(), ask()])
+  t.strictSame(after.map((a) => a.outcome), ['ok', 'ok', 'ok'])
+  t.ok(after.every((a) => a.ms < 1500), `served in ${after.map((a) => a.ms).join(', ')} ms`)
+  t.equal(await database.ping().then(() => 'up', () => 'down'), 'up')
 })

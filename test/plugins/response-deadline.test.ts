@@ -1,0 +1,35 @@
+import { setTimeout as sleep } from 'node:timers/promises'
+import Fastify from 'fastify'
+import t from 'tap'
+import responseDeadline from '../../src/plugins/response-deadline.js'
+import { captureLog } from '../helper.js'
+
+t.test('a request whose answer has not started by the deadline gets 503; the late handler changes nothing', async (t) => {
+  const log = captureLog()
+  const app = Fastify({ logger: { level: 'warn', stream: log.stream } })
+  await app.register(responseDeadline, { deadlineMs: 600 })
+  let finished = false
+  app.get('/slow', async () => { await sleep(1500); finished = true; return { late: true } })
+  app.get('/slow-error', async () => { await sleep(1500); throw new Error('late failure') })
+  app.get('/fast', async () => ({ fast: true }))
+  t.teardown(() => app.close())
+
+  const started = Date.now()
+  const [slow, failing, fast] = await Promise.all(['/slow', '/slow-error', '/fast'].map((url) => app.inject({ method: 'GET', url })))
+  const waited = Date.now() - started
+  t.equal(slow.statusCode, 503)
+  t.equal(slow.headers['retry-after'], '1')
+  t.strictSame(slow.json(), { statusCode: 503, error: 'Service Unavailable', message: 'Servicio no disponible' })
+  t.equal(failing.statusCode, 503)
+  t.strictSame(failing.json(), { statusCode: 503, error: 'Service Unavailable', message: 'Servicio no disponible' })
+  t.ok(waited >= 350 && waited < 1200, `answered after ${waited} ms, before the handlers finished`)
+  t.equal(fast.statusCode, 200)
+  t.strictSame(fast.json(), { fast: true })
+  await sleep(1300)
+  t.ok(finished, 'the handler ran to its end')
+  // Fastify says what arrived too late: a success as a warning, a failure as an error.
+  t.strictSame(log.lines.map((line) => [line.level, line.msg ?? line.err?.message]).sort(), [
+    [40, 'Reply was already sent, did you forget to "return reply" in "/slow" (GET)?'],
+    [50, 'Promise errored, but reply.sent = true was set']
+  ])
+})
