@@ -29,7 +29,7 @@ declare module 'fastify' {
  * Counters live in Redis when the rate-limit plugin connected one, in memory otherwise.
  */
 export default fp<{ config: Config }>(async function loginLimiterPlugin (app, { config }) {
-  const digest = (email: string) => emailDigest(config.jwt.secret, email)
+  const digest = (email: string) => emailDigest(config.jwt.digestKey, email)
   if (!config.rateLimits) {
     app.decorate('loginLimiter', {
       async begin (_request: FastifyRequest, _reply: FastifyReply, email: string) {
