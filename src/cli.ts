@@ -12,13 +12,15 @@ import { SignupBody } from './schemas/users.js'
 import { securityEventLine, type SecurityEvent, type SecurityEventDetails } from './security-events.js'
 import { argon2Options, createPasswordManager } from './users/password-manager.js'
 import { createUsersRepository, type UsersRepository } from './users/users-repository.js'
+import { generatePrivateKeyPem } from './tokens/signing-keys.js'
 import { compileBodyValidator } from './validation.js'
 
 const USAGE = `Usage: npm run cli -- <command>
   set-role <email> ROLE_USER|ROLE_ADMIN   change the role of an account
   create-admin <username> <email>         create an administrator; the password comes from
                                           ADMIN_PASSWORD or standard input, never the arguments
-  hash-benchmark                          time one argon2id hash with the configured ARGON2_*`
+  hash-benchmark                          time one argon2id hash with the configured ARGON2_*
+  generate-key EdDSA|ES256                print a new private key (PKCS#8 PEM) for JWT_PRIVATE_KEY`
 
 /** A failure the operator can fix: its message is printed as is, and the exit code is 1. */
 class CliError extends Error {}
@@ -136,6 +138,13 @@ async function hashBenchmark (config: Config): Promise<void> {
 
 async function main (argv: string[]): Promise<void> {
   const [command, ...args] = argv
+  // Before the configuration: the first key is generated while JWT_PRIVATE_KEY is still unset.
+  if (command === 'generate-key') {
+    const [algorithm, ...extra] = args
+    if ((algorithm !== 'EdDSA' && algorithm !== 'ES256') || extra.length > 0) throw new CliError(`generate-key takes EdDSA or ES256\n${USAGE}`)
+    process.stdout.write(generatePrivateKeyPem(algorithm))
+    return
+  }
   let config: Config
   try {
     config = loadConfig(process.env)

@@ -2,6 +2,7 @@ import { availableParallelism } from 'node:os'
 import { isIP } from 'node:net'
 import { Type, type Static } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
+import { JWT_ALGORITHMS, KeyProblem, digestKeyOf, loadSigningKey, type AsymmetricAlgorithm, type JwtAlgorithm, type SigningKey } from './tokens/signing-keys.js'
 
 /** Placeholder that SPEC.md prints where the real secret goes; never valid in production. */
 export const SECRET_PLACEHOLDER = '<SIGNING_SECRET>'
@@ -33,6 +34,9 @@ const EnvSchema = Type.Object({
   DATABASE_URL: Type.Optional(Type.String({ pattern: '^postgres(ql)?://[^\\s]+$', description: 'must be a postgres:// or postgresql:// URL' })),
   JWT_SECRET: Type.Optional(Type.String({ description: 'must be a string' })),
   JWT_SECRET_PREVIOUS: Type.Optional(Type.String({ description: 'must be a string' })),
+  JWT_ALGORITHM: Type.Optional(Type.Union(JWT_ALGORITHMS.map((a) => Type.Literal(a)), { description: `must be one of ${JWT_ALGORITHMS.join(', ')}` })),
+  JWT_PRIVATE_KEY: Type.Optional(Type.String({ description: 'must be a string' })),
+  JWT_PRIVATE_KEY_PREVIOUS: Type.Optional(Type.String({ description: 'must be a string' })),
   JWT_EXPIRATION: Type.Optional(int(1, undefined, 'milliseconds')),
   JWT_ISSUER: Type.Optional(Type.String({ minLength: 1, maxLength: 255, description: 'must be a non-empty string' })),
   JWT_AUDIENCE: Type.Optional(Type.String({ minLength: 1, maxLength: 255, description: 'must be a non-empty string' })),
@@ -63,7 +67,19 @@ export interface Config {
   readonly port: number
   readonly host: string
   readonly databaseUrl: string | undefined
-  readonly jwt: { readonly secret: string, readonly previousSecret: string | undefined, readonly expirationMs: number, readonly issuer: string, readonly audience: string }
+  readonly jwt: {
+    readonly algorithm: JwtAlgorithm
+    /** HS256's JWT_SECRET and JWT_SECRET_PREVIOUS; empty and unset with EdDSA or ES256. */
+    readonly secret: string
+    readonly previousSecret: string | undefined
+    /** EdDSA or ES256: JWT_PRIVATE_KEY and JWT_PRIVATE_KEY_PREVIOUS; unset with HS256. */
+    readonly keys: { readonly current: SigningKey, readonly previous: SigningKey | undefined } | undefined
+    /** The key of every HMAC that is not a token (e-mail digests in logs and limiter keys). */
+    readonly digestKey: string
+    readonly expirationMs: number
+    readonly issuer: string
+    readonly audience: string
+  }
   readonly logLevel: string
   readonly management: { readonly port: number | null, readonly host: string }
   readonly trustProxy: boolean | number | string[]
@@ -109,8 +125,7 @@ export function loadConfig (source: Record<string, string | undefined>): Config 
     host,
     databaseUrl: env.DATABASE_URL,
     jwt: {
-      secret: env.JWT_SECRET ?? (production ? '' : DEV_JWT_SECRET),
-      previousSecret: env.JWT_SECRET_PREVIOUS,
+      ...tokenKeys(env, production),
       expirationMs: env.JWT_EXPIRATION ?? 86_400_000,
       issuer: env.JWT_ISSUER ?? 'user-management',
       audience: env.JWT_AUDIENCE ?? 'user-management'
@@ -143,8 +158,10 @@ export function loadConfig (source: Record<string, string | undefined>): Config 
 
 function checkProduction (config: Config, env: Env): void {
   if (!config.databaseUrl) throw new ConfigError('DATABASE_URL', 'is required in production')
-  checkSecret('JWT_SECRET', env.JWT_SECRET)
-  if (env.JWT_SECRET_PREVIOUS !== undefined) checkSecret('JWT_SECRET_PREVIOUS', env.JWT_SECRET_PREVIOUS)
+  if (config.jwt.algorithm === 'HS256') {
+    checkSecret('JWT_SECRET', env.JWT_SECRET)
+    if (env.JWT_SECRET_PREVIOUS !== undefined) checkSecret('JWT_SECRET_PREVIOUS', env.JWT_SECRET_PREVIOUS)
+  }
   if (config.trustProxy === true) {
     throw new ConfigError('TRUST_PROXY', 'must not be "true" in production: it would believe any client\'s X-Forwarded-For; give the balancers\' hop count or addresses')
   }
@@ -153,6 +170,38 @@ function checkProduction (config: Config, env: Env): void {
   const weak = ([['ARGON2_MEMORY_KIB', 'memoryCost'], ['ARGON2_ITERATIONS', 'timeCost'], ['ARGON2_PARALLELISM', 'parallelism']] as const)
     .find(([, key]) => config.argon2[key] < ARGON2_MINIMUM[key])
   if (weak) throw new ConfigError(weak[0], `must be at least ${ARGON2_MINIMUM[weak[1]]} in production (OWASP minimum for argon2id)`)
+}
+
+type TokenKeys = Pick<Config['jwt'], 'algorithm' | 'secret' | 'previousSecret' | 'keys' | 'digestKey'>
+
+/**
+ * HS256 signs with JWT_SECRET; EdDSA and ES256 with JWT_PRIVATE_KEY. A variable of the other
+ * mode is refused rather than ignored: it would look in force while it is not.
+ */
+function tokenKeys (env: Env, production: boolean): TokenKeys {
+  const algorithm = env.JWT_ALGORITHM ?? 'HS256'
+  const other = (algorithm === 'HS256' ? ['JWT_PRIVATE_KEY', 'JWT_PRIVATE_KEY_PREVIOUS'] as const : ['JWT_SECRET', 'JWT_SECRET_PREVIOUS'] as const)
+    .find((variable) => env[variable] !== undefined)
+  if (algorithm === 'HS256') {
+    if (other) throw new ConfigError(other, 'is used only with JWT_ALGORITHM EdDSA or ES256; set JWT_ALGORITHM, or unset it')
+    const secret = env.JWT_SECRET ?? (production ? '' : DEV_JWT_SECRET)
+    return { algorithm, secret, previousSecret: env.JWT_SECRET_PREVIOUS, keys: undefined, digestKey: secret }
+  }
+  if (other) throw new ConfigError(other, `is not used with JWT_ALGORITHM=${algorithm} (tokens are signed with JWT_PRIVATE_KEY); unset it`)
+  if (env.JWT_PRIVATE_KEY === undefined) throw new ConfigError('JWT_PRIVATE_KEY', `is required with JWT_ALGORITHM=${algorithm} (npm run cli -- generate-key ${algorithm})`)
+  const current = signingKey('JWT_PRIVATE_KEY', env.JWT_PRIVATE_KEY, algorithm)
+  const previous = env.JWT_PRIVATE_KEY_PREVIOUS === undefined ? undefined : signingKey('JWT_PRIVATE_KEY_PREVIOUS', env.JWT_PRIVATE_KEY_PREVIOUS, algorithm)
+  if (previous?.kid === current.kid) throw new ConfigError('JWT_PRIVATE_KEY_PREVIOUS', 'is the same key as JWT_PRIVATE_KEY; give the former key, or unset it')
+  return { algorithm, secret: '', previousSecret: undefined, keys: { current, previous }, digestKey: digestKeyOf(current) }
+}
+
+function signingKey (variable: string, value: string, algorithm: AsymmetricAlgorithm): SigningKey {
+  try {
+    return loadSigningKey(value, algorithm)
+  } catch (error) {
+    if (error instanceof KeyProblem) throw new ConfigError(variable, error.message)
+    throw error
+  }
 }
 
 function checkSecret (variable: string, secret: string | undefined): void {

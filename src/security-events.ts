@@ -26,8 +26,8 @@ const WARNINGS: ReadonlySet<SecurityEvent> = new Set<SecurityEvent>([
 ])
 
 /**
- * An e-mail as the logs and the limiters know it: an HMAC keyed by the JWT secret, so a log
- * reader can tell that two attempts named the same address without learning which one.
+ * An e-mail as the logs and the limiters know it: an HMAC keyed by `config.jwt.digestKey`, so a
+ * log reader can tell that two attempts named the same address without learning which one.
  */
 export function emailDigest (key: string, email: string): string {
   return createHmac('sha256', key).update(normalizeEmail(email)).digest('hex')

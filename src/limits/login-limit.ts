@@ -30,7 +30,7 @@ declare module 'fastify' {
  * Counters live in Redis when limits-redis connected one, in memory otherwise.
  */
 export default fp<{ config: Config }>(async function loginLimitPlugin (app, { config }) {
-  const digest = (email: string) => emailDigest(config.jwt.secret, email)
+  const digest = (email: string) => emailDigest(config.jwt.digestKey, email)
   if (!config.rateLimits) {
     app.decorate('loginLimiter', {
       async begin (_request: FastifyRequest, _reply: FastifyReply, email: string) {

@@ -20,9 +20,10 @@ interface Readiness { status: State, database: State, api?: 'down', migrations?:
 const CHECK_TIMEOUT_MS = 1000
 
 /**
- * The management listener of CONTRACT §8: health, metrics and API docs on a port of its
- * own, because SPEC rule 9 puts every other path of the API port behind a token. It is
- * never exposed on the balancer's public side, so it has no authentication.
+ * The management listener of CONTRACT §8: health, metrics, API docs and the tokens' public
+ * keys on a port of its own, because SPEC rule 9 puts every other path of the API port
+ * behind a token. It is never exposed on the balancer's public side, so it has no
+ * authentication.
  */
 export async function buildManagementApp ({ api, isShuttingDown, logger }: ManagementOptions) {
   // The OpenAPI document is complete only once every API route is registered.
@@ -62,6 +63,11 @@ export async function buildManagementApp ({ api, isShuttingDown, logger }: Manag
   })
 
   app.get('/openapi.json', async () => app.swagger())
+
+  // The tokens' public keys, for the product's other services to verify them (RFC 7517);
+  // an empty set with HS256. Verifiers cache it; a token with a kid they lack makes them
+  // fetch it again (jose's createRemoteJWKSet does), so a new key needs no wait.
+  app.get('/.well-known/jwks.json', async (_request, reply) => reply.header('cache-control', 'max-age=300').send(api.jwks))
 
   return app
 }

@@ -6,6 +6,7 @@ import { ForbiddenError, TokenExpiredError, TokenInvalidError, TokenMissingError
 import type { UserRecord } from '../schemas/users.js'
 import { ROLES, type Role } from '../users/user.js'
 import { requestSecurityEvent } from '../security-events.js'
+import { jwkSet, jwtOptions, type JwkSet } from '../tokens/jwt-options.js'
 
 /** The claims of an access token (CONTRACT §6). */
 export interface TokenClaims {
@@ -33,6 +34,10 @@ declare module 'fastify' {
     public?: boolean
     /** The exact role a token must carry for this route. */
     role?: Role
+  }
+  interface FastifyInstance {
+    /** The public keys of the tokens, for the management listener's /.well-known/jwks.json. */
+    jwks: JwkSet
   }
   interface FastifyRequest {
     /** The token's user as stored now, looked up once per authenticated request. */
@@ -66,7 +71,8 @@ function validClaims (claims: TokenClaims): boolean {
  */
 export default fp<{ jwt: Config['jwt'] }>(async function authPlugin (app, { jwt: settings }) {
   const verify = {
-    algorithms: ['HS256' as const],
+    // Pinned: a token's own alg never chooses how it is checked.
+    algorithms: [settings.algorithm],
     allowedIss: settings.issuer,
     allowedAud: settings.audience,
     checkTyp: 'at+jwt',
@@ -75,17 +81,13 @@ export default fp<{ jwt: Config['jwt'] }>(async function authPlugin (app, { jwt:
     ignoreNotBefore: true,
     cache: 1000
   }
-  // @fastify/jwt reads a numeric expiresIn as seconds; jwt.expiration is in milliseconds.
-  await app.register(jwt, {
-    secret: settings.secret,
-    sign: { algorithm: 'HS256', iss: settings.issuer, aud: settings.audience, expiresIn: settings.expirationMs / 1000, header: { alg: 'HS256', typ: 'at+jwt' } },
-    verify
-  })
+  await app.register(jwt, jwtOptions(settings, verify))
   if (settings.previousSecret) {
     // Rotation: tokens signed with the former secret stay valid until they expire.
     await app.register(jwt, { namespace: 'previous', jwtVerify: 'previousJwtVerify', secret: settings.previousSecret, verify })
   }
   app.decorateRequest('account', null)
+  app.decorate('jwks', jwkSet(settings))
 
   async function verifyToken (request: FastifyRequest): Promise<TokenClaims> {
     try {

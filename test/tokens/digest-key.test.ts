@@ -1,0 +1,25 @@
+import { generateKeyPairSync } from 'node:crypto'
+import t from 'tap'
+import { emailDigest } from '../../src/security-events.js'
+import { build, captureLog, testConfig, testDatabases } from '../helper.js'
+
+// With EdDSA there is no JWT_SECRET: e-mail digests in the log and the login limiter's keys use
+// the key derived from JWT_PRIVATE_KEY, the same in every instance that holds that key.
+for (const kind of testDatabases()) {
+  t.test(`e-mail digests and login limits in EdDSA mode on ${kind}`, async (t) => {
+    const env = { JWT_ALGORITHM: 'EdDSA', JWT_PRIVATE_KEY: generateKeyPairSync('ed25519').privateKey.export({ format: 'pem', type: 'pkcs8' }) as string, RATE_LIMITS: 'on' }
+    const log = captureLog()
+    const app = await build(t, kind, { env, logger: { level: 'info', stream: log.stream } })
+    const digestKey = testConfig(env).jwt.digestKey
+    const login = () => app.inject({ method: 'POST', url: '/auth/login', payload: { email: 'Nadie@example.com', password: 'Otra12345' }, remoteAddress: '203.0.113.90' })
+
+    for (let i = 0; i < 10; i++) t.equal((await login()).statusCode, 401)
+    const locked = await login()
+    t.equal(locked.statusCode, 429, 'the 11th attempt on the same (address, e-mail) is refused')
+    t.strictSame(locked.json(), { statusCode: 429, error: 'Too Many Requests', message: 'Demasiados intentos, inténtelo más tarde' })
+    const events = log.lines.filter((line) => line.event === 'authn_login_fail' || line.event === 'authn_login_lock')
+    t.equal(events.length, 11)
+    t.ok(events.every((line) => line.emailHmac === emailDigest(digestKey, 'nadie@example.com')), 'every event names the e-mail by the derived key\'s HMAC')
+    t.notMatch(log.text(), /nadie@example/i, 'never in clear')
+  })
+}
