@@ -2,11 +2,12 @@ import { availableParallelism } from 'node:os'
 import { isIP } from 'node:net'
 import { Type, type Static } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
-import { JWT_ALGORITHMS, KeyProblem, digestKeyOf, loadSigningKey, type AsymmetricAlgorithm, type JwtAlgorithm, type SigningKey } from './tokens/signing-keys.js'
+import { ConfigError } from './config-error.js'
+import { JWT_ALGORITHMS, type JwtAlgorithm, type SigningKey } from './tokens/signing-keys.js'
+import { checkSecret, tokenKeys } from './tokens/token-config.js'
 
-/** Placeholder that SPEC.md prints where the real secret goes; never valid in production. */
-export const SECRET_PLACEHOLDER = '<SIGNING_SECRET>'
-export const DEV_JWT_SECRET = 'dev-only-insecure-jwt-secret-do-not-use-in-production'
+export { ConfigError } from './config-error.js'
+export { DEV_JWT_SECRET, SECRET_PLACEHOLDER } from './tokens/token-config.js'
 /** OWASP's minimum argon2id cost; production refuses anything below it. */
 export const ARGON2_MINIMUM = { memoryCost: 19456, timeCost: 2, parallelism: 1 } as const
 
@@ -93,13 +94,6 @@ export interface Config {
   readonly seed: { readonly admin: { readonly email: string, readonly password: string }, readonly user: { readonly email: string, readonly password: string } }
 }
 
-/** A configuration that cannot run; its message is the single line the process prints. */
-export class ConfigError extends Error {
-  constructor (variable: string, problem: string) {
-    super(`Invalid configuration: ${variable} ${problem}`)
-    this.name = 'ConfigError'
-  }
-}
 
 /** Validates the environment and returns the frozen configuration, or throws one ConfigError. */
 export function loadConfig (source: Record<string, string | undefined>): Config {
@@ -170,45 +164,6 @@ function checkProduction (config: Config, env: Env): void {
   const weak = ([['ARGON2_MEMORY_KIB', 'memoryCost'], ['ARGON2_ITERATIONS', 'timeCost'], ['ARGON2_PARALLELISM', 'parallelism']] as const)
     .find(([, key]) => config.argon2[key] < ARGON2_MINIMUM[key])
   if (weak) throw new ConfigError(weak[0], `must be at least ${ARGON2_MINIMUM[weak[1]]} in production (OWASP minimum for argon2id)`)
-}
-
-type TokenKeys = Pick<Config['jwt'], 'algorithm' | 'secret' | 'previousSecret' | 'keys' | 'digestKey'>
-
-/**
- * HS256 signs with JWT_SECRET; EdDSA and ES256 with JWT_PRIVATE_KEY. A variable of the other
- * mode is refused rather than ignored: it would look in force while it is not.
- */
-function tokenKeys (env: Env, production: boolean): TokenKeys {
-  const algorithm = env.JWT_ALGORITHM ?? 'HS256'
-  const other = (algorithm === 'HS256' ? ['JWT_PRIVATE_KEY', 'JWT_PRIVATE_KEY_PREVIOUS'] as const : ['JWT_SECRET', 'JWT_SECRET_PREVIOUS'] as const)
-    .find((variable) => env[variable] !== undefined)
-  if (algorithm === 'HS256') {
-    if (other) throw new ConfigError(other, 'is used only with JWT_ALGORITHM EdDSA or ES256; set JWT_ALGORITHM, or unset it')
-    const secret = env.JWT_SECRET ?? (production ? '' : DEV_JWT_SECRET)
-    return { algorithm, secret, previousSecret: env.JWT_SECRET_PREVIOUS, keys: undefined, digestKey: secret }
-  }
-  if (other) throw new ConfigError(other, `is not used with JWT_ALGORITHM=${algorithm} (tokens are signed with JWT_PRIVATE_KEY); unset it`)
-  if (env.JWT_PRIVATE_KEY === undefined) throw new ConfigError('JWT_PRIVATE_KEY', `is required with JWT_ALGORITHM=${algorithm} (npm run cli -- generate-key ${algorithm})`)
-  const current = signingKey('JWT_PRIVATE_KEY', env.JWT_PRIVATE_KEY, algorithm)
-  const previous = env.JWT_PRIVATE_KEY_PREVIOUS === undefined ? undefined : signingKey('JWT_PRIVATE_KEY_PREVIOUS', env.JWT_PRIVATE_KEY_PREVIOUS, algorithm)
-  if (previous?.kid === current.kid) throw new ConfigError('JWT_PRIVATE_KEY_PREVIOUS', 'is the same key as JWT_PRIVATE_KEY; give the former key, or unset it')
-  return { algorithm, secret: '', previousSecret: undefined, keys: { current, previous }, digestKey: digestKeyOf(current) }
-}
-
-function signingKey (variable: string, value: string, algorithm: AsymmetricAlgorithm): SigningKey {
-  try {
-    return loadSigningKey(value, algorithm)
-  } catch (error) {
-    if (error instanceof KeyProblem) throw new ConfigError(variable, error.message)
-    throw error
-  }
-}
-
-function checkSecret (variable: string, secret: string | undefined): void {
-  if (secret === undefined) throw new ConfigError(variable, 'is required in production')
-  if (secret === SECRET_PLACEHOLDER || secret === DEV_JWT_SECRET) throw new ConfigError(variable, 'is the placeholder or development secret; use a strong random value')
-  if (Buffer.byteLength(secret) < 32) throw new ConfigError(variable, 'must be at least 32 bytes long in production')
-  if (new Set(secret).size === 1) throw new ConfigError(variable, 'must not be one repeated character')
 }
 
 function parseTrustProxy (value: string): boolean | number | string[] {
