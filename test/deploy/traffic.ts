@@ -17,7 +17,7 @@ export interface Outcome {
  * balancer; `keepAlive` keeps its connection to HAProxy open between requests, as browsers do.
  */
 export function client (port: number, localAddress: string, keepAlive = true) {
-  // Idle connections are dropped after 5 s, before HAProxy's 10 s keep-alive timeout, as browsers do.
+  // Idle connections are dropped after 5 s, before HAProxy's 10 s keep-alive timeout can close one under a new request.
   const agent = keepAlive ? new Agent({ keepAlive: true, maxSockets: 1, timeout: 5000 }) : false
   return {
     localAddress,
