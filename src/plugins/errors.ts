@@ -5,6 +5,7 @@ import { databaseUnavailable } from '../db/errors.js'
 import { DuplicateUserError } from '../errors.js'
 import { messages, type FieldRule, type ValidatedField } from '../messages.js'
 import { requestSecurityEvent } from '../security-events.js'
+import { describeError } from '../logger.js'
 
 interface AjvError { keyword: string, instancePath: string, params: Record<string, unknown> }
 
@@ -74,8 +75,9 @@ export default fp(async function errorsPlugin (app) {
     const client = clientError(error, request)
     if (client) return reply.code(client.status).send(client.body)
     if (error.code === 'UMS_SERVICE_UNAVAILABLE' || databaseUnavailable(error)) {
-      // Under a flood this runs hundreds of times a second: the code says enough, a stack would not.
-      request.log.warn({ code: error.code, cause: error.message }, 'service unavailable')
+      // Under a flood this runs hundreds of times a second: the codes say enough, a stack would not.
+      // Never the message: Drizzle's quotes the SQL and its parameters (hashes, e-mails).
+      request.log.warn({ cause: describeError(error, false) }, 'service unavailable')
       return reply.code(503).header('retry-after', '1').send(httpError(503, messages.unavailable))
     }
     request.log.error({ err: error }, 'unhandled error')
