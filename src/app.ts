@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto'
-import type { Server } from 'node:http'
 import Fastify, { LogController, type FastifyServerOptions } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import sensible from '@fastify/sensible'
@@ -12,11 +11,13 @@ import dbPlugin from './plugins/db.js'
 import usersPlugin from './plugins/users.js'
 import authPlugin from './plugins/auth.js'
 import errorHandlerPlugin from './plugins/error-handler.js'
+import httpEdgesPlugin from './plugins/http-edges.js'
 import metricsPlugin from './plugins/metrics.js'
 import responseDeadlinePlugin from './plugins/response-deadline.js'
 import limitsRedisPlugin from './limits/redis-connection.js'
 import signupLimitPlugin from './limits/signup-limit.js'
 import loginLimitPlugin from './limits/login-limit.js'
+import { clientErrorHandler, rerouteFrameworkError } from './http-refusals.js'
 import { logRequest } from './logger.js'
 import authRoutes from './routes/auth.js'
 import usersRoutes from './routes/users.js'
@@ -54,15 +55,20 @@ export async function buildApp (config: Config, deps: AppDependencies = {}) {
     requestTimeout: 10_000,
     // Longer than a balancer's usual 60 s idle timeout, so the balancer closes first.
     keepAliveTimeout: 65_000,
+    // Node checks the header and request timeouts every 30 s by default: they would fire up to 30 s late.
+    http: { headersTimeout: 5_000, connectionsCheckingInterval: 1_000 },
+    // Answers Fastify and Node give outside the request pipeline, in the contract's shape (plugins/http-edges.ts).
+    clientErrorHandler,
+    frameworkErrors: rerouteFrameworkError,
     requestIdHeader: false,
     genReqId: (req) => {
       const incoming = req.headers['x-request-id']
       return typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : randomUUID()
     },
     ajv: ajvOptions,
-    return503OnClosing: true
+    // Requests that arrive while closing get the contract's 503 from plugins/http-edges.ts instead.
+    return503OnClosing: false
   }).withTypeProvider<TypeBoxTypeProvider>()
-  ;(app.server as Server).headersTimeout = 5_000
 
   // SPEC.md's own-info request is a JSON body on a GET: Fastify must parse it.
   app.addHttpMethod('GET', { hasBody: true, overrideExisting: true })
@@ -85,6 +91,7 @@ export async function buildApp (config: Config, deps: AppDependencies = {}) {
   const seed = deps.seed ?? (!deps.database && config.profile === 'development')
   await app.register(dbPlugin, { config, database: deps.database })
   await app.register(metricsPlugin, { metrics: deps.metrics })
+  await app.register(httpEdgesPlugin)
   await app.register(usersPlugin, { config, seed, onHashTiming: deps.onHashTiming })
   await app.register(authPlugin, { jwt: config.jwt })
   await app.register(errorHandlerPlugin)

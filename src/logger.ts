@@ -12,9 +12,80 @@ export const REDACTED_PATHS = [
   'token', '*.token', 'body.token', 'passwordHash', '*.passwordHash'
 ]
 
-/** Pino options shared by every profile: level and redaction. */
+/** Errors of the database layer: their messages and fields quote SQL, parameters and stored values. */
+const DATABASE_ERROR_TYPES = new Set(['DrizzleQueryError', 'DrizzleError', 'TransactionRollbackError', 'PostgresError', 'DatabaseError'])
+// DrizzleQueryError: query, params; postgres.js: query, parameters (non-enumerable); PostgreSQL: detail, severity.
+const DATABASE_ERROR_FIELDS = ['query', 'params', 'parameters', 'detail', 'severity']
+/** What an error may say about itself in a log line: codes and names, never a value. */
+const SAFE_FIELDS = ['code', 'errno', 'syscall', 'address', 'port', 'hostname', 'statusCode'] as const
+const MAX_DEPTH = 5
+
+type ErrorLike = Record<string, unknown> & { name?: unknown, message?: unknown, stack?: unknown, cause?: unknown }
+
+const isErrorLike = (value: unknown): value is ErrorLike =>
+  value instanceof Error || (typeof value === 'object' && value !== null && 'message' in value && 'stack' in value)
+
+/**
+ * The class name (DrizzleQueryError's `name` is plain "Error"). PGlite's bundle minifies its
+ * classes to a letter or two; its errors are pg-protocol's DatabaseError, named "error".
+ */
+function typeOf (error: ErrorLike): string {
+  const className = error.constructor?.name ?? ''
+  if (className.length > 2 && className !== 'Object') return className
+  return error.name === 'error' ? 'DatabaseError' : String(error.name ?? 'Error')
+}
+
+const fromDatabase = (error: ErrorLike) => DATABASE_ERROR_TYPES.has(typeOf(error)) || DATABASE_ERROR_FIELDS.some((field) => field in error)
+
+/** The error and its causes, outermost first (bounded: a chain may loop). */
+function chain (error: ErrorLike): ErrorLike[] {
+  const links = [error]
+  while (links.length < MAX_DEPTH && isErrorLike(links.at(-1)!.cause)) links.push(links.at(-1)!.cause as ErrorLike)
+  return links
+}
+
+/** Pino's shape of a serialized error, which Fastify's types demand of an `err` serializer. */
+interface SerializedError { type: string, message: string, stack?: string, [field: string]: unknown }
+
+const WITHHELD = '[withheld: database error]'
+
+function describe (error: ErrorLike, quiet: boolean, withStack: boolean, depth: number): SerializedError {
+  const out: SerializedError = { type: typeOf(error), message: quiet ? WITHHELD : String(error.message) }
+  for (const field of SAFE_FIELDS) {
+    const value = error[field]
+    if (typeof value === 'string' || typeof value === 'number') out[field] = value
+  }
+  const constraint = error.constraint_name ?? error.constraint
+  if (typeof constraint === 'string') out.constraint = constraint
+  // A stack starts with the message (Drizzle's also appends its cause's): only the frames are safe.
+  if (withStack && typeof error.stack === 'string') {
+    out.stack = quiet ? error.stack.split('\n').filter((line) => /^\s+at /.test(line)).join('\n') : error.stack
+  }
+  if (depth < MAX_DEPTH && isErrorLike(error.cause)) out.cause = describe(error.cause, quiet, false, depth + 1)
+  if (depth < MAX_DEPTH && Array.isArray(error.errors)) out.errors = error.errors.filter(isErrorLike).slice(0, 4).map((e) => describe(e, quiet, false, depth + 1))
+  return out
+}
+
+/**
+ * An error as a log line may hold it (CONTRACT §7): type, codes, constraint name and stack
+ * frames. When the error or anything in its `cause` chain comes from the database, no
+ * message is kept at any level: Drizzle's says "Failed query: <SQL> params: <values>",
+ * PostgreSQL's quote stored values, and a wrapper's may repeat them.
+ */
+export function describeError (error: unknown, withStack = true): SerializedError {
+  // A rejection with a plain value: a string is how such code explains itself; anything else, only its type.
+  if (!isErrorLike(error)) return { type: error === null ? 'null' : typeof error, message: typeof error === 'string' ? error : '[not an error]' }
+  return describe(error, chain(error).some(fromDatabase), withStack, 0)
+}
+
+/** Pino options shared by every profile: level, redaction and the error serializer. */
 export function baseLoggerOptions (config: Pick<Config, 'logLevel'>) {
-  return { level: config.logLevel, redact: { paths: REDACTED_PATHS, censor: '[redacted]' } }
+  return {
+    level: config.logLevel,
+    redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
+    // Replaces pino's, which copies every field of an error, message and SQL parameters included.
+    serializers: { err: (error: unknown) => describeError(error) as SerializedError & { stack: string } }
+  }
 }
 
 /** Pino JSON in production, readable lines in development: chosen by the profile, never by NODE_ENV. */

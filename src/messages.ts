@@ -38,7 +38,9 @@ export const messages = {
   tokenExpired: 'Token expirado',
   forbidden: 'Acceso denegado',
   tooManyAttempts: 'Demasiados intentos, inténtelo más tarde',
-  invalidRequest: 'Petición no válida'
+  invalidRequest: 'Petición no válida',
+  requestTimeout: 'La petición tardó demasiado en llegar',
+  headersTooLarge: 'Las cabeceras de la petición son demasiado grandes'
 } as const
 
 export type ValidatedField = keyof typeof messages.fields

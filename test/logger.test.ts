@@ -1,9 +1,14 @@
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
+import { sql } from 'drizzle-orm'
+import pino from 'pino'
 import t from 'tap'
 import { loadConfig } from '../src/config.js'
-import { baseLoggerOptions, loggerOptions } from '../src/logger.js'
-import { build, captureLog, seedAccounts, testDatabases } from './helper.js'
+import { users } from '../src/db/schema.js'
+import { baseLoggerOptions, describeError, loggerOptions } from '../src/logger.js'
+import { buildApp } from '../src/app.js'
+import { openMigratedPglite } from '../src/db/snapshot.js'
+import { build, captureLog, createTestDatabase, seedAccounts, testConfig, testDatabases } from './helper.js'
 
 type Line = Record<string, any>
 
@@ -31,6 +36,69 @@ t.test('production lines still pending when the process exits are all written, i
   const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { maxBuffer: 16 * 1024 * 1024 })
   const numbers = stdout.trim().split('\n').map((line) => JSON.parse(line).n)
   t.same(numbers, Array.from({ length: 2000 }, (_, n) => n), 'no line lost, none out of order')
+})
+
+const WITHHELD = '[withheld: database error]'
+
+/** What a database call rejected with. */
+const rejection = (promise: Promise<unknown>) => promise.then(() => { throw new Error('expected a failure') }, (error: unknown) => error)
+
+for (const kind of testDatabases()) {
+  t.test(`errors of the database (${kind}) are logged by type, code and constraint: no message, SQL, parameter or value`, async (t) => {
+    const { database } = await createTestDatabase(t, kind)
+    const log = captureLog()
+    const logger = pino(baseLoggerOptions({ logLevel: 'info' }), log.stream)
+    const driverError = kind === 'pglite' ? 'DatabaseError' : 'PostgresError'
+
+    const badCast = await rejection(database.db.execute(sql`select ${'secret.person@example.com'}::int`))
+    const row = { username: 'leakyname', email: 'leaky.person@example.com', passwordHash: '$argon2id$v=19$m=19456,p=1,t=2$leak$leak' }
+    await database.db.insert(users).values(row)
+    const duplicate = await rejection(database.db.insert(users).values({ ...row, username: 'othername' }))
+    logger.error({ err: badCast }, 'bad cast')
+    logger.error({ err: duplicate }, 'duplicate')
+
+    const [castLine, duplicateLine] = log.lines
+    for (const line of [castLine, duplicateLine]) t.match(line.err.stack, /^ {4}at /, 'the stack frames are kept, without the message that heads them')
+    const withoutStack = ({ stack, ...rest }: Record<string, unknown>) => rest
+    t.strictSame(withoutStack(castLine.err), { type: 'DrizzleQueryError', message: WITHHELD, cause: { type: driverError, message: WITHHELD, code: '22P02' } })
+    t.strictSame(withoutStack(duplicateLine.err), {
+      type: 'DrizzleQueryError', message: WITHHELD, cause: { type: driverError, message: WITHHELD, code: '23505', constraint: 'users_email_unique' }
+    })
+    t.notMatch(log.text(), /secret\.person|leaky|leakyname|argon2|Failed query|select|insert|invalid input|duplicate key|Key \(/, 'nothing of the statement, its values or the server\'s text')
+  })
+}
+
+t.test('other errors keep their message and stack; a cause from the database silences the whole chain', async (t) => {
+  const plain = new TypeError('cannot read x of undefined')
+  t.strictSame(describeError(plain, false), { type: 'TypeError', message: 'cannot read x of undefined' })
+  t.equal(describeError(plain).stack, plain.stack)
+  const system = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED', errno: -111, syscall: 'connect', address: '127.0.0.1', port: 5432, secret: 'x' })
+  t.strictSame(describeError(system, false), { type: 'Error', message: 'connect ECONNREFUSED 127.0.0.1:5432', code: 'ECONNREFUSED', errno: -111, syscall: 'connect', address: '127.0.0.1', port: 5432 }, 'only the known fields')
+  const wrapped = new Error('lookup of a@example.com failed', { cause: Object.assign(new Error('relation "users" does not exist'), { severity: 'ERROR', code: '42P01' }) })
+  t.strictSame(describeError(wrapped, false), { type: 'Error', message: WITHHELD, cause: { type: 'Error', message: WITHHELD, code: '42P01' } })
+  t.strictSame(describeError('a reason', false), { type: 'string', message: 'a reason' })
+  t.strictSame(describeError({ email: 'a@example.com' }, false), { type: 'object', message: '[not an error]' })
+  const loop = new Error('loop') as Error & { cause?: unknown }
+  loop.cause = loop
+  t.equal(JSON.stringify(describeError(loop)).split('"loop"').length - 1, 6, 'a looping cause chain ends')
+})
+
+t.test('an unexpected database failure answers 500 and its log line holds neither the SQL nor the e-mail looked up', async (t) => {
+  const log = captureLog()
+  const { database } = await openMigratedPglite()
+  const app = await buildApp(testConfig(), { database, logger: { ...baseLoggerOptions({ logLevel: 'info' }), stream: log.stream } })
+  t.teardown(() => app.close())
+  await app.ready()
+  // A closed PGlite fails every query with a plain Error, which Drizzle wraps with its SQL and parameters.
+  await database.close()
+  const response = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: 'nobody.here@example.com', password: 'Secreto123' } })
+  t.equal(response.statusCode, 500)
+  t.strictSame(response.json(), { statusCode: 500, error: 'Internal Server Error', message: 'Error interno del servidor' })
+  const [line] = log.lines.filter((l) => l.msg === 'unhandled error')
+  t.strictSame(line && { type: line.err.type, message: line.err.message, cause: line.err.cause }, {
+    type: 'DrizzleQueryError', message: WITHHELD, cause: { type: 'Error', message: WITHHELD }
+  })
+  t.notMatch(log.text(), /nobody\.here|Failed query|select|"users"/)
 })
 
 for (const kind of testDatabases()) {

@@ -6,6 +6,7 @@ import { DuplicateUserError } from '../domain-errors.js'
 import { duplicateFields, fieldErrors, httpError } from '../error-bodies.js'
 import { messages } from '../messages.js'
 import { requestSecurityEvent } from '../security-events.js'
+import { describeError } from '../logger.js'
 
 // Fastify's and its plugins' own client errors, in the contract's words.
 const FRAMEWORK_ERRORS: Record<string, [number, string]> = {
@@ -50,8 +51,9 @@ export default fp(async function errorHandlerPlugin (app) {
     const client = clientError(error, request)
     if (client) return reply.code(client.status).send(client.body)
     if (error.code === 'UMS_SERVICE_UNAVAILABLE' || databaseUnavailable(error)) {
-      // Under a flood this runs hundreds of times a second: the code says enough, a stack would not.
-      request.log.warn({ code: error.code, cause: error.message }, 'service unavailable')
+      // Under a flood this runs hundreds of times a second: the codes say enough, a stack would not.
+      // Never the message: Drizzle's quotes the SQL and its parameters (hashes, e-mails).
+      request.log.warn({ cause: describeError(error, false) }, 'service unavailable')
       return reply.code(503).header('retry-after', '1').send(httpError(503, messages.unavailable))
     }
     request.log.error({ err: error }, 'unhandled error')

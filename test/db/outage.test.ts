@@ -1,68 +1,23 @@
-import { createConnection, createServer, type Server, type Socket } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import postgres from 'postgres'
 import t from 'tap'
 import { buildApp } from '../../src/app.js'
 import { loadConfig } from '../../src/config.js'
 import { buildManagementApp } from '../../src/management/management-app.js'
-import { createPostgresDatabase } from '../helper.js'
-import { TEST_SECRET, freePort, http } from '../server-process.js'
+import { loggerOptions } from '../../src/logger.js'
+import { captureLog, createPostgresDatabase } from '../helper.js'
+import { TEST_SECRET, http } from '../server-process.js'
+import { createTcpProxy } from '../support/tcp-proxy.js'
 
 // Real processes start slowly on a busy two-core machine: more than .taprc's 120 s per file.
 t.setTimeout(300_000)
-
-type CutMode = 'refuse' | 'black-hole'
-
-/**
- * A TCP proxy in front of PostgreSQL that can be cut: every open socket destroyed, and new
- * connections either refused (nothing listens) or accepted and never answered (a black
- * hole, as when packets are dropped); then restored on the same port.
- */
-async function createCuttableProxy (target: { host: string, port: number }) {
-  const port = await freePort()
-  const sockets = new Set<Socket>()
-  let server: Server | undefined
-  let blackHole = false
-  const listen = () => new Promise<void>((resolve, reject) => {
-    server = createServer((client) => {
-      sockets.add(client)
-      client.on('close', () => sockets.delete(client))
-      client.on('error', () => {})
-      if (blackHole) return
-      const upstream = createConnection(target)
-      sockets.add(upstream)
-      upstream.on('close', () => sockets.delete(upstream))
-      for (const socket of [client, upstream]) socket.on('error', () => { client.destroy(); upstream.destroy() })
-      client.pipe(upstream).pipe(client)
-    })
-    server.once('error', reject).listen(port, '127.0.0.1', resolve)
-  })
-  await listen()
-  return {
-    port,
-    async cut (mode: CutMode) {
-      for (const socket of sockets) socket.destroy()
-      if (mode === 'black-hole') {
-        blackHole = true
-        return
-      }
-      await new Promise((resolve) => server!.close(resolve))
-    },
-    async restore () {
-      for (const socket of sockets) socket.destroy()
-      if (blackHole) blackHole = false
-      else await listen()
-    },
-    close: async () => { for (const socket of sockets) socket.destroy(); if (server?.listening) await new Promise((resolve) => server!.close(resolve)) }
-  }
-}
 
 interface Attempt { username: string, status: number, ms: number, startedAt: number, body: string, retryAfter?: string }
 
 const skip = process.env.TEST_DATABASE_URL ? false : 'TEST_DATABASE_URL is not set: the outage test needs PostgreSQL'
 for (const mode of ['refuse', 'black-hole'] as const) t.test(`PostgreSQL cut (${mode}) under a stream of sign-ups and brought back`, { skip }, async (t) => {
   const url = new URL(await createPostgresDatabase(t))
-  const proxy = await createCuttableProxy({ host: url.hostname, port: Number(url.port || 5432) })
+  const proxy = await createTcpProxy({ host: url.hostname, port: Number(url.port || 5432) })
   t.teardown(proxy.close)
   const proxied = new URL(url)
   proxied.hostname = '127.0.0.1'
@@ -140,4 +95,53 @@ for (const mode of ['refuse', 'black-hole'] as const) t.test(`PostgreSQL cut (${
   await direct.end()
   const acknowledged = attempts.filter((a) => a.status === 201).map((a) => a.username)
   t.same(acknowledged.filter((username) => !stored.has(username)), [], `all ${acknowledged.length} acknowledged sign-ups are stored`)
+})
+
+t.test('a log captured through a database outage holds no hash, parameter, e-mail or SQL', { skip }, async (t) => {
+  const url = new URL(await createPostgresDatabase(t))
+  const proxy = await createTcpProxy({ host: url.hostname, port: Number(url.port || 5432) })
+  t.teardown(proxy.close)
+  const proxied = new URL(url)
+  proxied.hostname = '127.0.0.1'
+  proxied.port = String(proxy.port)
+
+  // The production logger (serializers, redaction, format), writing into the test.
+  const config = loadConfig({ APP_PROFILE: 'production', DATABASE_URL: proxied.toString(), JWT_SECRET: TEST_SECRET, RATE_LIMITS: 'off', LOG_LEVEL: 'info', MANAGEMENT_PORT: 'off' })
+  const log = captureLog()
+  const app = await buildApp(config, { logger: { ...loggerOptions(config) as object, stream: log.stream } })
+  t.teardown(() => app.close())
+  await app.ready()
+
+  const known = { username: 'knownperson', email: 'known.person@example.com', password: 'Secreto123' }
+  t.equal((await app.inject({ method: 'POST', url: '/auth/signup', payload: known })).statusCode, 201)
+  const login = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: known.email, password: known.password } })
+  t.equal(login.statusCode, 200)
+  const { token } = login.json()
+
+  await proxy.cut('refuse')
+  const unavailable = { statusCode: 503, error: 'Service Unavailable', message: 'Servicio no disponible' }
+  const attempts = [
+    { method: 'POST', url: '/auth/signup', payload: { username: 'leakyname', email: 'secret.person@example.com', password: 'Secreto123' } },
+    { method: 'POST', url: '/auth/login', payload: { email: 'unknown.person@example.com', password: 'Secreto123' } },
+    { method: 'POST', url: '/auth/login', payload: { email: known.email, password: known.password } },
+    { method: 'GET', url: '/users/me', headers: { authorization: `Bearer ${token}` } }
+  ] as const
+  for (const attempt of attempts) {
+    const response = await app.inject(attempt)
+    t.equal(response.statusCode, 503, `${attempt.method} ${attempt.url} during the outage`)
+    t.strictSame(response.json(), unavailable)
+  }
+  await proxy.restore()
+
+  const failures = log.lines.filter((line) => line.msg === 'service unavailable')
+  t.equal(failures.length, attempts.length, 'each failure is logged')
+  const codes = (cause: any): unknown[] => cause ? [cause.code, ...codes(cause.cause)] : []
+  t.ok(failures.every((line) => codes(line.cause).some((code) => typeof code === 'string')), 'by its code')
+  const text = log.text()
+  t.notMatch(text, '$argon2', 'no password hash')
+  t.notMatch(text, 'Secreto123', 'no password')
+  t.notMatch(text, 'leakyname', 'no SQL parameter')
+  t.notMatch(text, /@example\.com/, 'no e-mail in clear')
+  t.notMatch(text, 'Failed query', 'no failed query')
+  t.notMatch(text, /insert into|select .* from|"users"/i, 'no SQL text')
 })

@@ -1,0 +1,54 @@
+import type { Socket } from 'node:net'
+import fp from 'fastify-plugin'
+import { httpError } from '../error-bodies.js'
+import { refuse } from '../http-refusals.js'
+import { messages } from '../messages.js'
+
+// Node's own test of the header (lib/_http_server.js).
+const CONTINUE = /(?:^|\W)100-continue(?:$|\W)/i
+
+/**
+ * CONTRACT §7's HTTP edges: an answer sent before the body was read closes the connection
+ * instead of letting Node drain the body (its default, to keep the connection alive);
+ * `100 Continue` is sent only once the request passed the token check and its route exists;
+ * requests that arrive while the instance closes get the contract's 503.
+ */
+export default fp(async function httpEdgesPlugin (app) {
+  // With a listener, Node no longer answers `100 Continue` by itself: the preParsing hook does,
+  // and the onRequest hooks (token, role, sign-up limit) run before it.
+  app.server.on('checkContinue', (req, res) => app.server.emit('request', req, res))
+  // Any other expectation is ignored, as RFC 9110 §10.1.1 allows, rather than Node's bare 417.
+  app.server.on('checkExpectation', (req, res) => app.server.emit('request', req, res))
+  // CONNECT is no method of this service; Node would close the connection without a word.
+  app.server.on('connect', (_req, socket: Socket) => refuse(app, socket, 400, messages.invalidRequest, 'CONNECT'))
+
+  // Fastify's own answer while closing (return503OnClosing) is an English body without our headers.
+  let closing = false
+  app.addHook('preClose', async () => { closing = true })
+  app.addHook('onRequest', async (_request, reply) => {
+    // Before the token check: a request that came during the drain is sent elsewhere, whoever sent it.
+    if (closing) return reply.code(503).header('retry-after', '1').send(httpError(503, messages.unavailable))
+  })
+
+  app.addHook('preParsing', async (request, reply, payload) => {
+    const { raw } = request
+    if (raw.headers.expect === undefined || !CONTINUE.test(raw.headers.expect) || raw.complete !== false) return payload
+    // The `/*` catch-all of a prefix answers 404 too: its route exists only in name. The client
+    // waits for a word before it sends the body, so the 404 goes now, without reading it.
+    if (request.is404 || request.routeOptions.url?.endsWith('*')) return reply.code(404).send(httpError(404, messages.notFound))
+    // HTTP/1.0 has no interim answers (RFC 9110 §15.2).
+    if (raw.httpVersion !== '1.0') reply.raw.writeContinue()
+    return payload
+  })
+
+  app.addHook('onSend', async (request, reply) => {
+    // Once closing, every answer ends its connection: the close need not wait for keep-alives to idle out.
+    if (closing) reply.header('connection', 'close')
+    // `complete` is Node's: false while body bytes are still to come (light-my-request leaves it unset).
+    if (request.raw.complete !== false) return
+    reply.header('connection', 'close')
+    // Node would still read on until the socket is down (its `_dump`), at network speed: the socket
+    // goes as soon as the answer is handed to the kernel, having read only what came before it.
+    reply.raw.once('finish', () => request.raw.socket.destroy())
+  })
+}, { fastify: '5.x', name: 'http-edges', dependencies: ['metrics'] })
