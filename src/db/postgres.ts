@@ -46,7 +46,7 @@ function clientOptions (options: PostgresOptions, watch: ReturnType<typeof creat
 
 /** PostgreSQL through postgres.js, with the timeouts and deadlines of CONTRACT §7. */
 export function connectPostgres (options: PostgresOptions): Database {
-  const watch = createSocketWatch({ connectTimeoutMs: 1000, answerDeadlineMs: ANSWER_DEADLINE_MS })
+  const watch = createSocketWatch({ answerDeadlineMs: ANSWER_DEADLINE_MS })
   const client = postgres(options.url, {
     ...clientOptions(options, watch),
     max: options.poolMax,
@@ -62,7 +62,7 @@ export function connectPostgres (options: PostgresOptions): Database {
   })
   // Health checks get a connection of their own: a probe that gives up destroys it, and never
   // holds one of the pool's (CONTRACT §7).
-  const probeWatch = createSocketWatch({ connectTimeoutMs: 1000, answerDeadlineMs: ANSWER_DEADLINE_MS })
+  const probeWatch = createSocketWatch({ answerDeadlineMs: ANSWER_DEADLINE_MS })
   const probe = postgres(options.url, { ...clientOptions({ ...options, applicationName: `${options.applicationName ?? 'user-management'}-probe` }, probeWatch), max: 1, max_lifetime: 30 * 60 })
   async function probed<T> (query: PromiseLike<T>, timeoutMs: number): Promise<T> {
     try {

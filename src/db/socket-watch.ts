@@ -10,19 +10,9 @@ interface Watched {
 }
 
 export interface SocketWatchOptions {
-  readonly connectTimeoutMs: number
   /** Longest wait for an answer to something written before the socket is destroyed. */
   readonly answerDeadlineMs: number
   readonly now?: () => number
-}
-
-/** A connection attempt that did not finish in time (a black-holed network). */
-export class ConnectTimeoutError extends Error {
-  readonly code = 'CONNECT_TIMEOUT'
-  constructor (ms: number) {
-    super(`no connection to the database within ${ms} ms`)
-    this.name = 'ConnectTimeoutError'
-  }
 }
 
 /**
@@ -34,28 +24,26 @@ export class ConnectTimeoutError extends Error {
  * returning it to the pool would hang every later query. Idle sockets that have heard nothing
  * since the dead one started waiting are on the same dead path: they go too.
  */
-export function createSocketWatch ({ connectTimeoutMs, answerDeadlineMs, now = Date.now }: SocketWatchOptions) {
+export function createSocketWatch ({ answerDeadlineMs, now = Date.now }: SocketWatchOptions) {
   const sockets = new Map<Socket, Watched>()
 
-  function open ({ host, port, path }: SocketTarget): Promise<Socket> {
-    return new Promise((resolve, reject) => {
-      const socket = path ? connect(path) : connect(port[0], host[0])
-      const timer = setTimeout(() => { socket.destroy(); reject(new ConnectTimeoutError(connectTimeoutMs)) }, connectTimeoutMs)
-      socket.once('error', (error) => { clearTimeout(timer); reject(error) })
-      socket.once('connect', () => {
-        clearTimeout(timer)
-        const state: Watched = { awaitingSince: null, lastRead: now() }
-        sockets.set(socket, state)
-        const write = socket.write.bind(socket) as (...args: unknown[]) => boolean
-        socket.write = ((...args: unknown[]) => {
-          state.awaitingSince ??= now()
-          return write(...args)
-        }) as typeof socket.write
-        socket.on('data', () => { state.awaitingSince = null; state.lastRead = now() })
-        socket.once('close', () => sockets.delete(socket))
-        resolve(socket)
-      })
-    })
+  /**
+   * Returned before it connects, as postgres.js expects of a factory: it writes the startup
+   * message at once (Node queues it), its connect_timeout bounds the whole start, and a failed
+   * connection reaches it as the socket's own error and close.
+   */
+  function open ({ host, port, path }: SocketTarget): Socket {
+    const socket = path ? connect(path) : connect(port[0], host[0])
+    const state: Watched = { awaitingSince: null, lastRead: now() }
+    sockets.set(socket, state)
+    const write = socket.write.bind(socket) as (...args: unknown[]) => boolean
+    socket.write = ((...args: unknown[]) => {
+      state.awaitingSince ??= now()
+      return write(...args)
+    }) as typeof socket.write
+    socket.on('data', () => { state.awaitingSince = null; state.lastRead = now() })
+    socket.once('close', () => sockets.delete(socket))
+    return socket
   }
 
   /** Destroys the sockets past their deadline, and the idle ones silent since; returns how many. */

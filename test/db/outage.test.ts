@@ -15,7 +15,10 @@ t.setTimeout(300_000)
 interface Attempt { username: string, status: number, ms: number, startedAt: number, body: string, retryAfter?: string }
 
 const skip = process.env.TEST_DATABASE_URL ? false : 'TEST_DATABASE_URL is not set: the outage test needs PostgreSQL'
-for (const mode of ['refuse', 'black-hole'] as const) t.test(`PostgreSQL cut (${mode}) under a stream of sign-ups and brought back`, { skip }, async (t) => {
+// Refused and black-holed connections fail within the 1 s connect and acquire timeouts; sockets that
+// go silent (half-open) or stall (pause) within the 6 s answer deadline (src/db/socket-watch.ts).
+const SLOWEST_MS = { refuse: 3000, 'black-hole': 3000, 'half-open': 10_000, pause: 10_000 } as const
+for (const mode of ['refuse', 'black-hole', 'half-open', 'pause'] as const) t.test(`PostgreSQL cut (${mode}) under a stream of sign-ups and brought back`, { skip }, async (t) => {
   const url = new URL(await createPostgresDatabase(t))
   const proxy = await createTcpProxy({ host: url.hostname, port: Number(url.port || 5432) })
   t.teardown(proxy.close)
@@ -63,7 +66,7 @@ for (const mode of ['refuse', 'black-hole'] as const) t.test(`PostgreSQL cut (${
   await proxy.restore()
   const restoredAt = Date.now() - origin
   let recoveredAt: number | undefined
-  while (Date.now() - origin < restoredAt + 15_000) {
+  while (Date.now() - origin < restoredAt + 12_000) {
     recoveredAt = attempts.find((a) => a.status === 201 && a.startedAt >= restoredAt)?.startedAt
     if (recoveredAt !== undefined) break
     await sleep(100)
@@ -81,10 +84,11 @@ for (const mode of ['refuse', 'black-hole'] as const) t.test(`PostgreSQL cut (${
   t.comment(`${attempts.length} sign-ups: ${JSON.stringify(statuses)}; slowest ${slowest} ms; cut at ${cutAt} ms, restored at ${restoredAt} ms, first 201 after restore started at ${recoveredAt} ms`)
 
   t.same(attempts.filter((a) => ![201, 409, 503].includes(a.status)), [], 'every answer is 201, 409 or 503: never a 500, never a hang')
-  t.same(attempts.filter((a) => a.ms > 2000), [], 'every answer came within 2 s')
+  t.strictSame(attempts.filter((a) => a.ms > SLOWEST_MS[mode]), [], `every answer came within ${SLOWEST_MS[mode]} ms`)
   t.ok(statuses[503] > 0, 'the cut was felt')
   t.ok(attempts.some((a) => a.status === 201 && a.startedAt < cutAt), 'sign-ups succeeded before the cut')
-  t.ok(recoveredAt !== undefined && recoveredAt - restoredAt < 15_000, `the same app served again ${recoveredAt! - restoredAt} ms after the database came back`)
+  t.ok(recoveredAt !== undefined && recoveredAt - restoredAt < 10_000, `the same app served again ${recoveredAt! - restoredAt} ms after the database came back`)
+  t.strictSame(app.database.poolStats(), { max: 10, inFlight: 0, waiting: 0, acquireTimeouts: app.database.poolStats().acquireTimeouts }, 'nothing left in flight or waiting in the pool')
   const unavailable = attempts.filter((a) => a.status === 503)
   t.same(unavailable.filter((a) => a.body !== JSON.stringify({ statusCode: 503, error: 'Service Unavailable', message: 'Servicio no disponible' }) || a.retryAfter !== '1'), [],
     'every 503 is the contract\'s body with Retry-After: 1')

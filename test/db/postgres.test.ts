@@ -1,10 +1,10 @@
-import { createConnection, createServer, type AddressInfo, type Socket } from 'node:net'
-import t, { type Test } from 'tap'
+import t from 'tap'
 import { sql } from 'drizzle-orm'
 import { buildApp } from '../../src/app.js'
 import { connectPostgres } from '../../src/db/postgres.js'
 import { databaseUnavailable } from '../../src/db/pg-errors.js'
 import { createPostgresDatabase, testConfig } from '../helper.js'
+import { createTcpProxy } from '../support/tcp-proxy.js'
 import { migratePostgresDatabase } from '../../src/db/migrate.js'
 
 const skip = process.env.TEST_DATABASE_URL ? false : 'TEST_DATABASE_URL is not set: pool timeouts are PostgreSQL-only'
@@ -23,6 +23,8 @@ t.test('a query that waits over 1 s for a connection fails with UMS_DB_ACQUIRE_T
   const url = await createPostgresDatabase(t)
   const database = connectPostgres({ url, poolMax: 1 })
   t.teardown(() => database.close())
+  // The one connection is opened first, so the slow query is on it at once.
+  await database.db.execute(sql`select 0`)
   // Drizzle queries are lazy: resolving one sends it.
   const slow = Promise.resolve(database.db.execute(sql`select pg_sleep(1.6)`))
   await new Promise((resolve) => setTimeout(resolve, 50))
@@ -49,8 +51,10 @@ t.test('a request that cannot get a connection answers 503 Servicio no disponibl
   t.teardown(() => database.close())
   const app = await buildApp(testConfig(), { database, seed: false })
   t.teardown(() => app.close())
+  // The one connection is opened first, so the slow query is on it at once.
+  await database.db.execute(sql`select 0`)
   // Drizzle queries are lazy: resolving one sends it.
-  const slow = Promise.resolve(database.db.execute(sql`select pg_sleep(1.6)`))
+  const slow = Promise.resolve(database.db.execute(sql`select pg_sleep(3)`))
   await new Promise((resolve) => setTimeout(resolve, 50))
   const response = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: 'nadie@example.com', password: 'Secreto123' } })
   t.equal(response.statusCode, 503)
@@ -59,31 +63,13 @@ t.test('a request that cannot get a connection answers 503 Servicio no disponibl
   await slow
 })
 
-/** A TCP proxy to PostgreSQL whose open sockets can go silent (half-open) while new ones work. */
-async function freezableProxy (t: Test, target: URL) {
-  const pairs: Socket[][] = []
-  const server = createServer((client) => {
-    const upstream = createConnection(Number(target.port || 5432), target.hostname)
-    pairs.push([client, upstream])
-    for (const [from, to] of [[client, upstream], [upstream, client]]) {
-      from.on('data', (chunk) => to.write(chunk))
-      from.on('error', () => {})
-      from.on('close', () => to.destroy())
-    }
-  })
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  t.teardown(() => { for (const pair of pairs) for (const socket of pair) socket.destroy(); server.close() })
-  const url = new URL(target)
-  url.hostname = '127.0.0.1'
-  url.port = String((server.address() as AddressInfo).port)
-  // Nothing more crosses the sockets open now, and nothing closes them.
-  const freeze = () => { for (const pair of pairs) for (const socket of pair) socket.removeAllListeners('data') }
-  return { url: url.toString(), freeze }
-}
-
 t.test('half-open connections: queries fail within the deadline, the sockets are replaced, the probe holds no pool slot', { skip }, async (t) => {
-  const proxy = await freezableProxy(t, new URL(await createPostgresDatabase(t)))
-  const database = connectPostgres({ url: proxy.url, poolMax: 3 })
+  const url = new URL(await createPostgresDatabase(t))
+  const proxy = await createTcpProxy({ host: url.hostname, port: Number(url.port || 5432) })
+  t.teardown(proxy.close)
+  url.hostname = '127.0.0.1'
+  url.port = String(proxy.port)
+  const database = connectPostgres({ url: url.toString(), poolMax: 3 })
   t.teardown(() => database.close())
   const ask = async () => {
     const started = Date.now()
@@ -93,7 +79,7 @@ t.test('half-open connections: queries fail within the deadline, the sockets are
   t.strictSame((await Promise.all([ask(), ask(), ask()])).map((a) => a.outcome), ['ok', 'ok', 'ok'])
   await database.ping()
 
-  proxy.freeze()
+  await proxy.cut('half-open')
   const [during, probe] = await Promise.all([
     Promise.all([ask(), ask(), ask()]),
     database.ping(1000).then(() => 'up', () => 'down')
