@@ -9,7 +9,7 @@ import type { App } from '../../src/app.js'
 import { build, login, seedAccounts, testDatabases } from '../helper.js'
 
 const { admin, user } = seedAccounts
-// Each case builds and fills its own database: slower than sharing one on a busy machine.
+// Several databases of 12,000 users each: slow on a busy machine.
 t.setTimeout(300_000)
 // More than two pages of the listing's 5000-row keyset pages, and not a multiple of 5000.
 const EXTRA_USERS = 12_345
@@ -33,7 +33,7 @@ const seedListing = [
 
 for (const kind of testDatabases()) {
   t.test(`GET /admin/users on ${kind}`, async (t) => {
-    /** Each case gets its own app and database, so it asserts only on the rows it put there. */
+    /** An app on its own database: a case that adds rows or listens gets its own. */
     async function setup (t: Test) {
       const app = await build(t, kind)
       const token = await login(app, admin.email, admin.password)
@@ -47,8 +47,13 @@ for (const kind of testDatabases()) {
       await app.database.db.delete(users).where(inArray(users.username, ['bulk10', 'bulk4997', 'bulk4998', 'bulk9998']))
     }
 
+    // Cases that only read share these two, which no case changes: the seed accounts alone, and many users.
+    const seeded = await setup(t)
+    const populated = await setup(t)
+    await populate(populated.app)
+
     t.test('two users: exactly the seed accounts, ordered by id, four fields each', async (t) => {
-      const { list } = await setup(t)
+      const { list } = seeded
       const response = await list()
       t.equal(response.statusCode, 200)
       t.equal(response.headers['content-type'], 'application/json; charset=utf-8')
@@ -58,7 +63,7 @@ for (const kind of testDatabases()) {
     })
 
     t.test('HEAD answers the headers without running the listing', async (t) => {
-      const { app, token } = await setup(t)
+      const { app, token } = seeded
       const original = app.usersRepository.listJsonBatches
       let calls = 0
       app.usersRepository.listJsonBatches = (size?: number) => { calls++; return original(size) }
@@ -87,8 +92,7 @@ for (const kind of testDatabases()) {
     })
 
     t.test(`${EXTRA_USERS + 2} users: several pages, complete, ordered by id, no other field`, async (t) => {
-      const { app, list } = await setup(t)
-      await populate(app)
+      const { app, list } = populated
       const response = await list()
       t.equal(response.statusCode, 200)
       const body = response.json() as Array<Record<string, unknown>>
@@ -101,8 +105,7 @@ for (const kind of testDatabases()) {
     })
 
     t.test('the repository\'s pages join into the same listing at any page size', async (t) => {
-      const { app } = await setup(t)
-      await populate(app)
+      const { app } = populated
       const expected = await expectedListing(app)
       t.equal(expected.length, EXTRA_USERS + 2 - 4)
       for (const size of [997, 4999, 5000, 12_343, 100_000]) {
