@@ -1,12 +1,16 @@
 import { randomBytes } from 'node:crypto'
+import { eq } from 'drizzle-orm'
 import t from 'tap'
 import { loadConfig } from '../src/config.js'
+import { users } from '../src/db/schema.js'
 import { loggerOptions } from '../src/logger.js'
 import { emailDigest } from '../src/security-events.js'
 import { build, captureLog, seedAccounts, testConfig, testDatabases, uniqueUser } from './helper.js'
 
 const ISO_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
 const { user, admin } = seedAccounts
+const error = (statusCode: number, error: string, message: string) => ({ statusCode, error, message })
+const invalidCredentials = error(401, 'Unauthorized', 'Credenciales inválidas')
 
 /** The production logger's options (JSON, ISO time, redaction), writing to memory. */
 function captureProductionLog () {
@@ -29,14 +33,17 @@ for (const kind of testDatabases()) {
       const ok = await login(user.email, user.password, '203.0.113.70')
       t.equal(ok.statusCode, 200)
       const token = ok.json().token as string
+      t.strictSame({ ...ok.json(), token: 'x' }, { id: user.id, token: 'x', username: user.username, email: user.email })
       const wrong = await login(user.email, 'Wrong12345', '203.0.113.71')
       t.equal(wrong.statusCode, 401)
+      t.strictSame(wrong.json(), invalidCredentials)
       const unknown = await login('Nadie.Secreto@example.com', 'Otra12345', '203.0.113.72')
       t.equal(unknown.statusCode, 401)
+      t.strictSame(unknown.json(), invalidCredentials)
 
       const [success] = eventsOf(String(ok.headers['x-request-id']))
       t.match(success, { level: 30, time: ISO_UTC, event: 'authn_login_success', clientAddress: '203.0.113.70', userId: user.id })
-      t.same(eventsOf(String(ok.headers['x-request-id'])).map((line) => line.event), ['authn_login_success'], 'one event for the login')
+      t.strictSame(eventsOf(String(ok.headers['x-request-id'])).map((line) => line.event), ['authn_login_success'], 'one event for the login')
       const [failed] = eventsOf(String(wrong.headers['x-request-id']))
       t.match(failed, { level: 40, time: ISO_UTC, event: 'authn_login_fail', clientAddress: '203.0.113.71', userId: user.id })
       t.notOk('emailHmac' in failed, 'a known account is named by its id')
@@ -55,6 +62,7 @@ for (const kind of testDatabases()) {
       for (let i = 0; i < 10; i++) await login(user.email, 'Wrong12345', '203.0.113.73')
       const locked = await login(user.email, user.password, '203.0.113.73')
       t.equal(locked.statusCode, 429)
+      t.strictSame(locked.json(), error(429, 'Too Many Requests', 'Demasiados intentos, inténtelo más tarde'))
       t.match(eventsOf(String(locked.headers['x-request-id'])), [{
         level: 40, time: ISO_UTC, event: 'authn_login_lock', clientAddress: '203.0.113.73', emailHmac: emailDigest(secret, user.email), reason: 'pair', retryAfter: Number
       }])
@@ -65,24 +73,31 @@ for (const kind of testDatabases()) {
       const created = uniqueUser('ev')
       const signup = await app.inject({ method: 'POST', url: '/auth/signup', payload: created, remoteAddress: '203.0.113.74' })
       t.equal(signup.statusCode, 201)
+      const [stored] = await app.database.db.select({ id: users.id }).from(users).where(eq(users.email, created.email))
+      t.strictSame(signup.json(), { id: stored.id, username: created.username, email: created.email })
       t.match(eventsOf(String(signup.headers['x-request-id'])), [{ level: 30, event: 'user_created', userId: signup.json().id, clientAddress: '203.0.113.74' }])
 
       const anonymous = await app.inject({ method: 'GET', url: '/users/me', remoteAddress: '203.0.113.74' })
       t.equal(anonymous.statusCode, 401)
+      t.strictSame(anonymous.json(), error(401, 'Unauthorized', 'Token ausente'))
       t.match(eventsOf(String(anonymous.headers['x-request-id'])), [{ level: 40, event: 'authz_fail', statusCode: 401, reason: 'token_missing' }])
 
       const forged = await app.inject({ method: 'GET', url: '/users/me', headers: { authorization: 'Bearer aaa.bbb.ccc' } })
+      t.equal(forged.statusCode, 401)
+      t.strictSame(forged.json(), error(401, 'Unauthorized', 'Token inválido'))
       t.match(eventsOf(String(forged.headers['x-request-id'])), [{ event: 'authz_fail', statusCode: 401, reason: 'token_invalid' }])
 
       const adminToken = (await login(admin.email, admin.password, '203.0.113.75')).json().token
       const forbidden = await app.inject({ method: 'GET', url: '/users/me', headers: { authorization: `Bearer ${adminToken}` } })
       t.equal(forbidden.statusCode, 403)
+      t.strictSame(forbidden.json(), error(403, 'Forbidden', 'Acceso denegado'))
       t.match(eventsOf(String(forbidden.headers['x-request-id'])), [{ event: 'authz_fail', statusCode: 403, reason: 'role', userId: admin.id }])
 
       const invalid = await app.inject({ method: 'POST', url: '/auth/signup', payload: { username: 'ab', email: 'bien@example.com', password: 'sinnumerosNi' }, remoteAddress: '203.0.113.76' })
       t.equal(invalid.statusCode, 400)
+      t.strictSame(invalid.json(), { username: 'El username debe tener entre 3 y 20 caracteres', password: 'La password debe tener al menos una numero, una letra minuscula y una letra mayuscula' })
       const [validation] = eventsOf(String(invalid.headers['x-request-id']))
-      t.same({ ...validation, time: 'x', pid: 0, hostname: 'x' }, {
+      t.strictSame({ ...validation, time: 'x', pid: 0, hostname: 'x' }, {
         level: 40, time: 'x', pid: 0, hostname: 'x', reqId: invalid.headers['x-request-id'], event: 'input_validation_fail', msg: 'input_validation_fail',
         clientAddress: '203.0.113.76', context: 'body', fields: ['username', 'password']
       }, 'field names only')
