@@ -135,6 +135,8 @@ for (const kind of testDatabases()) {
       const signup = await app.inject({ method: 'POST', url: '/auth/signup', payload: account })
       t.equal(signup.statusCode, 201)
       const created = signup.json()
+      const [stored] = await app.database.db.select({ id: users.id }).from(users).where(eq(users.email, account.email))
+      t.strictSame(created, { id: stored.id, username: account.username, email: account.email })
       const token = forge({ claims: claimsOf({ id: created.id, username: account.username, role: 'ROLE_USER' }) })
       const before = await me(bearer(token))
       t.equal(before.statusCode, 200, 'valid while the user exists')
