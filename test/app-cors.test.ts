@@ -3,22 +3,27 @@ import { build, seedAccounts } from './helper.js'
 
 const { user } = seedAccounts
 const ORIGIN = 'https://app.example.com'
+const loginAnswer = { id: user.id, token: 'x', username: user.username, email: user.email }
 
 t.test('without CORS_ORIGINS no response carries CORS headers', async (t) => {
   const app = await build(t, 'pglite')
   const response = await app.inject({ method: 'POST', url: '/auth/login', headers: { origin: ORIGIN }, payload: { email: user.email, password: user.password } })
   t.equal(response.statusCode, 200)
-  t.same(Object.keys(response.headers).filter((name) => name.startsWith('access-control-')), [])
+  t.strictSame({ ...response.json(), token: 'x' }, loginAnswer)
+  t.strictSame(Object.keys(response.headers).filter((name) => name.startsWith('access-control-')), [])
 })
 
 t.test('with CORS_ORIGINS only the listed origins are allowed, preflight included', async (t) => {
   const app = await build(t, 'pglite', { env: { CORS_ORIGINS: `${ORIGIN}, https://admin.example.com` } })
   const allowed = await app.inject({ method: 'POST', url: '/auth/login', headers: { origin: ORIGIN }, payload: { email: user.email, password: user.password } })
   t.equal(allowed.statusCode, 200)
+  t.strictSame({ ...allowed.json(), token: 'x' }, loginAnswer)
   t.equal(allowed.headers['access-control-allow-origin'], ORIGIN)
 
   const other = await app.inject({ method: 'POST', url: '/auth/login', headers: { origin: 'https://evil.example.com' }, payload: { email: user.email, password: user.password } })
   t.notOk(other.headers['access-control-allow-origin'], 'an origin not listed gets no CORS header')
+  t.equal(other.statusCode, 200, 'CORS is the browser\'s check: the server still answers')
+  t.strictSame({ ...other.json(), token: 'x' }, loginAnswer)
 
   // Browsers send the preflight without the token: it must not meet the 401 of the auth hook.
   const preflight = await app.inject({
@@ -27,5 +32,6 @@ t.test('with CORS_ORIGINS only the listed origins are allowed, preflight include
     headers: { origin: 'https://admin.example.com', 'access-control-request-method': 'GET', 'access-control-request-headers': 'authorization, content-type' }
   })
   t.equal(preflight.statusCode, 204)
+  t.equal(preflight.body, '')
   t.equal(preflight.headers['access-control-allow-origin'], 'https://admin.example.com')
 })

@@ -1,24 +1,29 @@
 import t from 'tap'
 import { build, login, seedAccounts, testDatabases } from './helper.js'
 
+const notFound = { statusCode: 404, error: 'Not Found', message: 'Recurso no encontrado' }
+
 for (const kind of testDatabases()) {
   t.test(`every API response carries the §4 headers on ${kind}`, async (t) => {
     const app = await build(t, kind)
     const token = await login(app, seedAccounts.user.email, seedAccounts.user.password)
+    const { user } = seedAccounts
     const requests = [
-      { method: 'POST' as const, url: '/auth/login', payload: { email: seedAccounts.user.email, password: seedAccounts.user.password }, status: 200 },
-      { method: 'POST' as const, url: '/auth/login', payload: { email: seedAccounts.user.email, password: 'Wrong1234' }, status: 401 },
-      { method: 'POST' as const, url: '/auth/signup', payload: { username: 'x' }, status: 400 },
-      { method: 'GET' as const, url: '/users/me', headers: { authorization: `Bearer ${token}` }, status: 200 },
-      { method: 'GET' as const, url: '/users/me', status: 401 },
-      { method: 'GET' as const, url: '/admin/users', headers: { authorization: `Bearer ${token}` }, status: 403 },
-      { method: 'GET' as const, url: '/nowhere', headers: { authorization: `Bearer ${token}` }, status: 404 },
-      { method: 'GET' as const, url: '/auth/nowhere', status: 404 }
+      { method: 'POST' as const, url: '/auth/login', payload: { email: user.email, password: user.password }, status: 200, body: { id: user.id, token: 'x', username: user.username, email: user.email } },
+      { method: 'POST' as const, url: '/auth/login', payload: { email: user.email, password: 'Wrong1234' }, status: 401, body: { statusCode: 401, error: 'Unauthorized', message: 'Credenciales inválidas' } },
+      { method: 'POST' as const, url: '/auth/signup', payload: { username: 'x' }, status: 400, body: { username: 'El username debe tener entre 3 y 20 caracteres', email: 'El email es obligatorio', password: 'La password es obligatoria' } },
+      { method: 'GET' as const, url: '/users/me', headers: { authorization: `Bearer ${token}` }, status: 200, body: { id: user.id, username: user.username, email: user.email, role: user.role } },
+      { method: 'GET' as const, url: '/users/me', status: 401, body: { statusCode: 401, error: 'Unauthorized', message: 'Token ausente' } },
+      { method: 'GET' as const, url: '/admin/users', headers: { authorization: `Bearer ${token}` }, status: 403, body: { statusCode: 403, error: 'Forbidden', message: 'Acceso denegado' } },
+      { method: 'GET' as const, url: '/nowhere', headers: { authorization: `Bearer ${token}` }, status: 404, body: notFound },
+      { method: 'GET' as const, url: '/auth/nowhere', status: 404, body: notFound }
     ]
-    for (const { status, ...request } of requests) {
+    for (const { status, body, ...request } of requests) {
       const response = await app.inject(request)
       const what = `${request.method} ${request.url} → ${status}`
       t.equal(response.statusCode, status, what)
+      const answer = response.json()
+      t.strictSame('token' in answer ? { ...answer, token: 'x' } : answer, body, `${what}: body`)
       t.equal(response.headers['content-type'], 'application/json; charset=utf-8', what)
       t.equal(response.headers['x-content-type-options'], 'nosniff', what)
       t.equal(response.headers['cache-control'], 'no-store', what)
@@ -34,16 +39,16 @@ for (const kind of testDatabases()) {
     const token = await login(app, seedAccounts.admin.email, seedAccounts.admin.password)
     const anonymous = await app.inject({ method: 'DELETE', url: '/users/1' })
     t.equal(anonymous.statusCode, 401)
-    t.same(anonymous.json(), { statusCode: 401, error: 'Unauthorized', message: 'Token ausente' })
+    t.strictSame(anonymous.json(), { statusCode: 401, error: 'Unauthorized', message: 'Token ausente' })
     t.equal(anonymous.headers['www-authenticate'], 'Bearer')
     const known = await app.inject({ method: 'DELETE', url: '/users/1', headers: { authorization: `Bearer ${token}` } })
     t.equal(known.statusCode, 404)
-    t.same(known.json(), { statusCode: 404, error: 'Not Found', message: 'Recurso no encontrado' })
+    t.strictSame(known.json(), { statusCode: 404, error: 'Not Found', message: 'Recurso no encontrado' })
     const auth = await app.inject({ method: 'POST', url: '/auth/refresh', payload: {} })
     t.equal(auth.statusCode, 404)
-    t.same(auth.json(), { statusCode: 404, error: 'Not Found', message: 'Recurso no encontrado' })
+    t.strictSame(auth.json(), { statusCode: 404, error: 'Not Found', message: 'Recurso no encontrado' })
     const wrongMethod = await app.inject({ method: 'GET', url: '/auth/login' })
     t.equal(wrongMethod.statusCode, 404)
-    t.same(wrongMethod.json(), { statusCode: 404, error: 'Not Found', message: 'Recurso no encontrado' })
+    t.strictSame(wrongMethod.json(), { statusCode: 404, error: 'Not Found', message: 'Recurso no encontrado' })
   })
 }

@@ -6,7 +6,7 @@ const production = { APP_PROFILE: 'production', DATABASE_URL: 'postgres://db.int
 
 t.test('development defaults follow CONTRACT §1', async (t) => {
   const config = loadConfig({})
-  t.match(config, {
+  t.strictSame(config, {
     profile: 'development',
     port: 8080,
     host: '127.0.0.1',
@@ -16,6 +16,7 @@ t.test('development defaults follow CONTRACT §1', async (t) => {
     management: { port: 9090, host: '127.0.0.1' },
     trustProxy: false,
     argon2: { memoryCost: 19456, timeCost: 2, parallelism: 1 },
+    hashConcurrency: config.hashConcurrency,
     dbPoolMax: 10,
     redisUrl: undefined,
     rateLimits: true,
@@ -23,7 +24,7 @@ t.test('development defaults follow CONTRACT §1', async (t) => {
     shutdownDrainMs: 0,
     seed: { admin: { email: 'admin@example.com', password: 'Admin1234' }, user: { email: 'user@example.com', password: 'User12345' } }
   })
-  t.ok(config.hashConcurrency >= 1)
+  t.ok(Number.isInteger(config.hashConcurrency) && config.hashConcurrency >= 1, 'the number of CPU cores')
   t.ok(Object.isFrozen(config) && Object.isFrozen(config.jwt), 'the configuration is frozen')
 })
 
@@ -42,10 +43,10 @@ t.test('values are parsed into their types', async (t) => {
   })
   t.equal(config.port, 3000)
   t.equal(config.management.port, null)
-  t.same(config.trustProxy, ['10.0.0.0/8', '192.168.1.1'])
+  t.strictSame(config.trustProxy, ['10.0.0.0/8', '192.168.1.1'])
   t.equal(config.jwt.expirationMs, 60000)
   t.equal(config.rateLimits, false)
-  t.same(config.corsOrigins, ['https://a.example.com', 'https://b.example.com'])
+  t.strictSame(config.corsOrigins, ['https://a.example.com', 'https://b.example.com'])
   t.equal(config.hashConcurrency, 3)
   t.equal(loadConfig({ TRUST_PROXY: '2' }).trustProxy, 2)
   t.equal(loadConfig({ PORT: '' }).port, 8080, 'an empty variable counts as unset')

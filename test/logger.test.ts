@@ -35,7 +35,7 @@ t.test('production lines still pending when the process exits are all written, i
     process.exit(0)`
   const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { maxBuffer: 16 * 1024 * 1024 })
   const numbers = stdout.trim().split('\n').map((line) => JSON.parse(line).n)
-  t.same(numbers, Array.from({ length: 2000 }, (_, n) => n), 'no line lost, none out of order')
+  t.strictSame(numbers, Array.from({ length: 2000 }, (_, n) => n), 'no line lost, none out of order')
 })
 
 const WITHHELD = '[withheld: database error]'
@@ -111,11 +111,14 @@ for (const kind of testDatabases()) {
     t.test('a login and a /users/me call leave one line each, and neither the password nor the token', async (t) => {
       const failed = await app.inject({ method: 'POST', url: '/auth/login', headers: { 'x-request-id': 'login-fail-1' }, payload: { email, password: 'Wrong9876x' } })
       t.equal(failed.statusCode, 401)
+      t.strictSame(failed.json(), { statusCode: 401, error: 'Unauthorized', message: 'Credenciales inválidas' })
       const response = await app.inject({ method: 'POST', url: '/auth/login', headers: { 'x-request-id': 'login-1' }, payload: { email, password } })
       t.equal(response.statusCode, 200)
       const { token } = response.json()
+      t.strictSame({ ...response.json(), token: 'x' }, { id: seedAccounts.user.id, token: 'x', username: seedAccounts.user.username, email })
       const me = await app.inject({ url: '/users/me', headers: { authorization: `Bearer ${token}`, 'x-request-id': 'me-1' }, payload: { email, password } })
       t.equal(me.statusCode, 200)
+      t.strictSame(me.json(), { id: seedAccounts.user.id, username: seedAccounts.user.username, email, role: seedAccounts.user.role })
 
       const text = log.raw.join('\n')
       t.notMatch(text, password, 'the password is in no log line')
@@ -136,7 +139,7 @@ for (const kind of testDatabases()) {
     t.test('anything that logs a secret by mistake gets it redacted', async (t) => {
       app.log.info({ password: 'Leak12345', token: 'eyLeak', body: { password: 'Leak12345' }, headers: { authorization: 'Bearer eyLeak' }, user: { passwordHash: '$argon2id$leak' } }, 'oops')
       const line = log.lines.find((l) => l.msg === 'oops')
-      t.same(line && { password: line.password, token: line.token, body: line.body, headers: line.headers, user: line.user }, {
+      t.strictSame(line && { password: line.password, token: line.token, body: line.body, headers: line.headers, user: line.user }, {
         password: '[redacted]', token: '[redacted]', body: { password: '[redacted]' }, headers: { authorization: '[redacted]' }, user: { passwordHash: '[redacted]' }
       })
       t.notMatch(log.raw.join('\n'), /Leak12345|eyLeak|argon2id\$leak/)
@@ -148,7 +151,7 @@ for (const kind of testDatabases()) {
       for (const [incoming, kept] of [[valid, true], ['x'.repeat(65), false], ['bad id', false], ['ñandú', false], [undefined, false]] as const) {
         const response = await app.inject({ url: '/users/me', headers: incoming === undefined ? {} : { 'x-request-id': incoming } })
         t.equal(response.statusCode, 401)
-        t.same(response.json(), { statusCode: 401, error: 'Unauthorized', message: 'Token ausente' })
+        t.strictSame(response.json(), { statusCode: 401, error: 'Unauthorized', message: 'Token ausente' })
         const echoed = response.headers['x-request-id'] as string
         if (kept) t.equal(echoed, incoming, 'kept')
         else t.match(echoed, UUID, `${JSON.stringify(incoming)} replaced`)
@@ -161,7 +164,7 @@ for (const kind of testDatabases()) {
     t.test('an unmatched path is logged by its path, without the query string', async (t) => {
       const response = await app.inject({ url: '/no/such/path?token=abc123secret', headers: { 'x-request-id': 'unmatched-1' } })
       t.equal(response.statusCode, 401)
-      t.same(response.json(), { statusCode: 401, error: 'Unauthorized', message: 'Token ausente' })
+      t.strictSame(response.json(), { statusCode: 401, error: 'Unauthorized', message: 'Token ausente' })
       const [line] = linesOf('unmatched-1').filter((l) => l.msg === 'request completed')
       t.match(line, { method: 'GET', route: '/no/such/path', statusCode: 401 })
       t.notMatch(log.raw.join('\n'), 'abc123secret')

@@ -1,12 +1,16 @@
 import { randomBytes } from 'node:crypto'
-import t from 'tap'
+import { eq } from 'drizzle-orm'
+import t, { type Test } from 'tap'
 import { loadConfig } from '../src/config.js'
+import { users } from '../src/db/schema.js'
 import { loggerOptions } from '../src/logger.js'
 import { emailDigest } from '../src/security-events.js'
 import { build, captureLog, seedAccounts, testConfig, testDatabases, uniqueUser } from './helper.js'
 
 const ISO_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
 const { user, admin } = seedAccounts
+const error = (statusCode: number, error: string, message: string) => ({ statusCode, error, message })
+const invalidCredentials = error(401, 'Unauthorized', 'Credenciales inválidas')
 
 /** The production logger's options (JSON, ISO time, redaction), writing to memory. */
 function captureProductionLog () {
@@ -22,6 +26,14 @@ for (const kind of testDatabases()) {
     const secret = testConfig().jwt.secret
     const lines = () => log.text().trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>)
     const eventsOf = (reqId: string) => lines().filter((line) => line.reqId === reqId && line.event !== undefined)
+    /** The request's event lines, whole: the logger's own time, pid and hostname masked, the time checked apart. */
+    function assertEvents (t: Test, response: { headers: Record<string, unknown> }, expected: Array<Record<string, unknown> & { event: string }>) {
+      const reqId = String(response.headers['x-request-id'])
+      const events = eventsOf(reqId)
+      for (const line of events) t.match(line.time, ISO_UTC, `${String(line.event)}: ISO-8601 UTC time`)
+      t.strictSame(events.map((line) => ({ ...line, time: 'x', pid: 0, hostname: 'x' })),
+        expected.map((line) => ({ time: 'x', pid: 0, hostname: 'x', reqId, msg: line.event, ...line })))
+    }
     const login = (email: string, password: string, remoteAddress: string) =>
       app.inject({ method: 'POST', url: '/auth/login', payload: { email, password }, remoteAddress })
 
@@ -29,20 +41,18 @@ for (const kind of testDatabases()) {
       const ok = await login(user.email, user.password, '203.0.113.70')
       t.equal(ok.statusCode, 200)
       const token = ok.json().token as string
+      t.strictSame({ ...ok.json(), token: 'x' }, { id: user.id, token: 'x', username: user.username, email: user.email })
       const wrong = await login(user.email, 'Wrong12345', '203.0.113.71')
       t.equal(wrong.statusCode, 401)
+      t.strictSame(wrong.json(), invalidCredentials)
       const unknown = await login('Nadie.Secreto@example.com', 'Otra12345', '203.0.113.72')
       t.equal(unknown.statusCode, 401)
+      t.strictSame(unknown.json(), invalidCredentials)
 
-      const [success] = eventsOf(String(ok.headers['x-request-id']))
-      t.match(success, { level: 30, time: ISO_UTC, event: 'authn_login_success', clientAddress: '203.0.113.70', userId: user.id })
-      t.same(eventsOf(String(ok.headers['x-request-id'])).map((line) => line.event), ['authn_login_success'], 'one event for the login')
-      const [failed] = eventsOf(String(wrong.headers['x-request-id']))
-      t.match(failed, { level: 40, time: ISO_UTC, event: 'authn_login_fail', clientAddress: '203.0.113.71', userId: user.id })
-      t.notOk('emailHmac' in failed, 'a known account is named by its id')
-      const [stranger] = eventsOf(String(unknown.headers['x-request-id']))
-      t.match(stranger, { level: 40, time: ISO_UTC, event: 'authn_login_fail', clientAddress: '203.0.113.72', emailHmac: emailDigest(secret, 'nadie.secreto@example.com') })
-      t.notOk('userId' in stranger)
+      assertEvents(t, ok, [{ level: 30, event: 'authn_login_success', clientAddress: '203.0.113.70', userId: user.id }])
+      // A known account is named by its id, an unknown e-mail by its HMAC only.
+      assertEvents(t, wrong, [{ level: 40, event: 'authn_login_fail', clientAddress: '203.0.113.71', userId: user.id }])
+      assertEvents(t, unknown, [{ level: 40, event: 'authn_login_fail', clientAddress: '203.0.113.72', emailHmac: emailDigest(secret, 'nadie.secreto@example.com') }])
 
       const text = log.text()
       t.notMatch(text, /nadie\.secreto/i, 'the unknown e-mail appears only as its HMAC')
@@ -55,8 +65,9 @@ for (const kind of testDatabases()) {
       for (let i = 0; i < 10; i++) await login(user.email, 'Wrong12345', '203.0.113.73')
       const locked = await login(user.email, user.password, '203.0.113.73')
       t.equal(locked.statusCode, 429)
-      t.match(eventsOf(String(locked.headers['x-request-id'])), [{
-        level: 40, time: ISO_UTC, event: 'authn_login_lock', clientAddress: '203.0.113.73', emailHmac: emailDigest(secret, user.email), reason: 'pair', retryAfter: Number
+      t.strictSame(locked.json(), error(429, 'Too Many Requests', 'Demasiados intentos, inténtelo más tarde'))
+      assertEvents(t, locked, [{
+        level: 40, event: 'authn_login_lock', clientAddress: '203.0.113.73', emailHmac: emailDigest(secret, user.email), reason: 'pair', retryAfter: Number(locked.headers['retry-after'])
       }])
       t.notOk(log.text().includes(user.password))
     })
@@ -65,27 +76,31 @@ for (const kind of testDatabases()) {
       const created = uniqueUser('ev')
       const signup = await app.inject({ method: 'POST', url: '/auth/signup', payload: created, remoteAddress: '203.0.113.74' })
       t.equal(signup.statusCode, 201)
-      t.match(eventsOf(String(signup.headers['x-request-id'])), [{ level: 30, event: 'user_created', userId: signup.json().id, clientAddress: '203.0.113.74' }])
+      const [stored] = await app.database.db.select({ id: users.id }).from(users).where(eq(users.email, created.email))
+      t.strictSame(signup.json(), { id: stored.id, username: created.username, email: created.email })
+      assertEvents(t, signup, [{ level: 30, event: 'user_created', userId: stored.id, clientAddress: '203.0.113.74' }])
 
       const anonymous = await app.inject({ method: 'GET', url: '/users/me', remoteAddress: '203.0.113.74' })
       t.equal(anonymous.statusCode, 401)
-      t.match(eventsOf(String(anonymous.headers['x-request-id'])), [{ level: 40, event: 'authz_fail', statusCode: 401, reason: 'token_missing' }])
+      t.strictSame(anonymous.json(), error(401, 'Unauthorized', 'Token ausente'))
+      assertEvents(t, anonymous, [{ level: 40, event: 'authz_fail', clientAddress: '203.0.113.74', statusCode: 401, reason: 'token_missing' }])
 
       const forged = await app.inject({ method: 'GET', url: '/users/me', headers: { authorization: 'Bearer aaa.bbb.ccc' } })
-      t.match(eventsOf(String(forged.headers['x-request-id'])), [{ event: 'authz_fail', statusCode: 401, reason: 'token_invalid' }])
+      t.equal(forged.statusCode, 401)
+      t.strictSame(forged.json(), error(401, 'Unauthorized', 'Token inválido'))
+      assertEvents(t, forged, [{ level: 40, event: 'authz_fail', clientAddress: '127.0.0.1', statusCode: 401, reason: 'token_invalid' }])
 
       const adminToken = (await login(admin.email, admin.password, '203.0.113.75')).json().token
       const forbidden = await app.inject({ method: 'GET', url: '/users/me', headers: { authorization: `Bearer ${adminToken}` } })
       t.equal(forbidden.statusCode, 403)
-      t.match(eventsOf(String(forbidden.headers['x-request-id'])), [{ event: 'authz_fail', statusCode: 403, reason: 'role', userId: admin.id }])
+      t.strictSame(forbidden.json(), error(403, 'Forbidden', 'Acceso denegado'))
+      assertEvents(t, forbidden, [{ level: 40, event: 'authz_fail', clientAddress: '127.0.0.1', statusCode: 403, reason: 'role', userId: admin.id }])
 
       const invalid = await app.inject({ method: 'POST', url: '/auth/signup', payload: { username: 'ab', email: 'bien@example.com', password: 'sinnumerosNi' }, remoteAddress: '203.0.113.76' })
       t.equal(invalid.statusCode, 400)
-      const [validation] = eventsOf(String(invalid.headers['x-request-id']))
-      t.same({ ...validation, time: 'x', pid: 0, hostname: 'x' }, {
-        level: 40, time: 'x', pid: 0, hostname: 'x', reqId: invalid.headers['x-request-id'], event: 'input_validation_fail', msg: 'input_validation_fail',
-        clientAddress: '203.0.113.76', context: 'body', fields: ['username', 'password']
-      }, 'field names only')
+      t.strictSame(invalid.json(), { username: 'El username debe tener entre 3 y 20 caracteres', password: 'La password debe tener al menos una numero, una letra minuscula y una letra mayuscula' })
+      // Field names only.
+      assertEvents(t, invalid, [{ level: 40, event: 'input_validation_fail', clientAddress: '203.0.113.76', context: 'body', fields: ['username', 'password'] }])
       t.notMatch(log.text(), /sinnumerosNi|bien@example\.com/, 'no submitted value reaches the log')
     })
   })

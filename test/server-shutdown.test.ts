@@ -64,7 +64,7 @@ t.test('development: SIGTERM with a login in flight; the login gets its 200 and 
   t.pass(`readiness answered 503 ${notReadyAfter} ms after the signal`)
   const ready = await http(server.managementPort!, 'GET', '/health/ready')
   t.equal(ready.status, 503)
-  t.same(ready.json(), { status: 'down', database: 'up', api: 'down' })
+  t.strictSame(ready.json(), { status: 'down', database: 'up', api: 'down' })
   // No drain in development: the listener closes at once, the held login keeps it waiting.
   await until('API listener closed', () => refused(server.port))
   t.equal(server.child.exitCode, null, 'the process waits for the login in flight')
@@ -72,8 +72,8 @@ t.test('development: SIGTERM with a login in flight; the login gets its 200 and 
   login.finish()
   const answer = await login.answer
   t.equal(answer.status, 200)
-  t.same({ ...answer.json(), token: 'x' }, { id: 2, token: 'x', username: 'user', email })
-  t.same(await server.exited, { code: 0, signal: null })
+  t.strictSame({ ...answer.json(), token: 'x' }, { id: 2, token: 'x', username: 'user', email })
+  t.strictSame(await server.exited, { code: 0, signal: null })
   t.equal(server.stderr(), '')
 })
 
@@ -81,7 +81,7 @@ t.test('development: SIGINT shuts down the same way', async (t) => {
   const server = spawnServer(t, { ...await ports(), ARGON2_MEMORY_KIB: '1024', ARGON2_ITERATIONS: '1' })
   await waitReady(server)
   server.child.kill('SIGINT')
-  t.same(await server.exited, { code: 0, signal: null })
+  t.strictSame(await server.exited, { code: 0, signal: null })
   t.ok(await refused(server.port), 'nothing listens any more')
 })
 
@@ -91,7 +91,9 @@ t.test('production on PostgreSQL: not ready at once, serving through the drain, 
   const server = spawnServer(t, { ...await ports(), APP_PROFILE: 'production', HOST: '127.0.0.1', DATABASE_URL: url, JWT_SECRET: TEST_SECRET, SHUTDOWN_DRAIN_MS: String(drainMs) })
   await waitReady(server)
   const user = { username: 'drainer', email: 'drainer@example.com', password: 'Secreto123' }
-  t.equal((await http(server.port, 'POST', '/auth/signup', { body: user })).status, 201)
+  const created = await http(server.port, 'POST', '/auth/signup', { body: user })
+  t.equal(created.status, 201)
+  t.strictSame(created.json(), { id: 1, username: 'drainer', email: 'drainer@example.com' })
   const login = await heldLogin(server.port, user)
 
   const signalAt = Date.now()
@@ -99,13 +101,15 @@ t.test('production on PostgreSQL: not ready at once, serving through the drain, 
   const notReadyAfter = await until('readiness 503', readinessIs(server.managementPort!, 503), 1000)
   t.pass(`readiness answered 503 ${notReadyAfter} ms after the signal`)
   const ready = await http(server.managementPort!, 'GET', '/health/ready')
-  t.same(ready.json(), { status: 'down', database: 'up', api: 'down' })
+  t.equal(ready.status, 503)
+  t.strictSame(ready.json(), { status: 'down', database: 'up', api: 'down' })
   const live = await http(server.managementPort!, 'GET', '/health/live')
   t.equal(live.status, 200, 'the process is still alive')
+  t.strictSame(live.json(), { status: 'up' })
   const duringDrain = await http(server.port, 'GET', '/users/me')
   t.ok(Date.now() - signalAt < drainMs, 'asked within the drain')
   t.equal(duringDrain.status, 401, 'the API keeps serving new connections during the drain')
-  t.same(duringDrain.json(), { statusCode: 401, error: 'Unauthorized', message: 'Token ausente' })
+  t.strictSame(duringDrain.json(), { statusCode: 401, error: 'Unauthorized', message: 'Token ausente' })
 
   await until('API listener closed', () => refused(server.port), drainMs + 3000)
   const closedAt = Date.now() - signalAt
@@ -115,8 +119,8 @@ t.test('production on PostgreSQL: not ready at once, serving through the drain, 
   login.finish()
   const answer = await login.answer
   t.equal(answer.status, 200, 'the login in flight when the listener closed gets its 200')
-  t.same({ ...answer.json(), token: 'x' }, { id: 1, token: 'x', username: 'drainer', email: 'drainer@example.com' })
-  t.same(await server.exited, { code: 0, signal: null })
+  t.strictSame({ ...answer.json(), token: 'x' }, { id: 1, token: 'x', username: 'drainer', email: 'drainer@example.com' })
+  t.strictSame(await server.exited, { code: 0, signal: null })
 
   const lines = server.stdout().split('\n').filter(Boolean).map((line) => JSON.parse(line))
   t.match(lines.find((l) => l.event === 'sys_startup'), { level: 30, event: 'sys_startup', profile: 'production', time: /Z$/ })
@@ -145,7 +149,7 @@ t.test('an unhandled rejection is logged and the service goes on; an uncaught ex
   await until('rejection logged', () => server.stdout().includes('stray rejection for the test'))
   const stillReady = await http(server.managementPort!, 'GET', '/health/ready')
   t.equal(stillReady.status, 200, 'a stray rejection does not stop the service')
-  t.same(stillReady.json(), { status: 'up', database: 'up' })
+  t.strictSame(stillReady.json(), { status: 'up', database: 'up' })
 
   const { email, password } = seedAccounts.user
   const login = await heldLogin(server.port, { email, password })
@@ -154,6 +158,7 @@ t.test('an unhandled rejection is logged and the service goes on; an uncaught ex
   login.finish()
   const answer = await login.answer
   t.equal(answer.status, 200, 'the login in flight still gets its answer')
-  t.same(await server.exited, { code: 1, signal: null })
+  t.strictSame({ ...answer.json(), token: 'x' }, { id: 2, token: 'x', username: 'user', email })
+  t.strictSame(await server.exited, { code: 1, signal: null })
   t.match(server.stdout(), 'uncaught exception for the test')
 })

@@ -53,14 +53,14 @@ for (const mode of ['refuse', 'black-hole', 'half-open', 'pause'] as const) t.te
   await sleep(1500)
   const readyBefore = await management.inject('/health/ready')
   t.equal(readyBefore.statusCode, 200)
-  t.same(readyBefore.json(), { status: 'up', database: 'up' })
+  t.strictSame(readyBefore.json(), { status: 'up', database: 'up' })
 
   const cutAt = Date.now() - origin
   await proxy.cut(mode)
   await sleep(1200)
   const readyDuringCut = await management.inject('/health/ready')
   t.equal(readyDuringCut.statusCode, 503, 'readiness turns 503 while the database is cut')
-  t.same(readyDuringCut.json(), { status: 'down', database: 'down' })
+  t.strictSame(readyDuringCut.json(), { status: 'down', database: 'down' })
   await sleep(1800)
 
   await proxy.restore()
@@ -77,20 +77,20 @@ for (const mode of ['refuse', 'black-hole', 'half-open', 'pause'] as const) t.te
 
   const ready = await management.inject('/health/ready')
   t.equal(ready.statusCode, 200, 'readiness is back')
-  t.same(ready.json(), { status: 'up', database: 'up' })
+  t.strictSame(ready.json(), { status: 'up', database: 'up' })
 
   const statuses = attempts.reduce<Record<number, number>>((count, a) => ({ ...count, [a.status]: (count[a.status] ?? 0) + 1 }), {})
   const slowest = Math.max(...attempts.map((a) => a.ms))
   t.comment(`${attempts.length} sign-ups: ${JSON.stringify(statuses)}; slowest ${slowest} ms; cut at ${cutAt} ms, restored at ${restoredAt} ms, first 201 after restore started at ${recoveredAt} ms`)
 
-  t.same(attempts.filter((a) => ![201, 409, 503].includes(a.status)), [], 'every answer is 201, 409 or 503: never a 500, never a hang')
+  t.strictSame(attempts.filter((a) => ![201, 409, 503].includes(a.status)), [], 'every answer is 201, 409 or 503: never a 500, never a hang')
   t.strictSame(attempts.filter((a) => a.ms > SLOWEST_MS[mode]), [], `every answer came within ${SLOWEST_MS[mode]} ms`)
   t.ok(statuses[503] > 0, 'the cut was felt')
   t.ok(attempts.some((a) => a.status === 201 && a.startedAt < cutAt), 'sign-ups succeeded before the cut')
   t.ok(recoveredAt !== undefined && recoveredAt - restoredAt < 10_000, `the same app served again ${recoveredAt! - restoredAt} ms after the database came back`)
   t.strictSame(app.database.poolStats(), { max: 10, inFlight: 0, waiting: 0, acquireTimeouts: app.database.poolStats().acquireTimeouts }, 'nothing left in flight or waiting in the pool')
   const unavailable = attempts.filter((a) => a.status === 503)
-  t.same(unavailable.filter((a) => a.body !== JSON.stringify({ statusCode: 503, error: 'Service Unavailable', message: 'Servicio no disponible' }) || a.retryAfter !== '1'), [],
+  t.strictSame(unavailable.filter((a) => a.body !== JSON.stringify({ statusCode: 503, error: 'Service Unavailable', message: 'Servicio no disponible' }) || a.retryAfter !== '1'), [],
     'every 503 is the contract\'s body with Retry-After: 1')
 
   // No acknowledged sign-up lost: read the database directly, not through the proxy.
@@ -98,7 +98,7 @@ for (const mode of ['refuse', 'black-hole', 'half-open', 'pause'] as const) t.te
   const stored = new Set((await direct`select username from users`).map((row) => row.username as string))
   await direct.end()
   const acknowledged = attempts.filter((a) => a.status === 201).map((a) => a.username)
-  t.same(acknowledged.filter((username) => !stored.has(username)), [], `all ${acknowledged.length} acknowledged sign-ups are stored`)
+  t.strictSame(acknowledged.filter((username) => !stored.has(username)), [], `all ${acknowledged.length} acknowledged sign-ups are stored`)
 })
 
 t.test('a log captured through a database outage holds no hash, parameter, e-mail or SQL', { skip }, async (t) => {

@@ -33,20 +33,20 @@ t.test('a snapshot-started database has exactly the schema and journal of a cold
   t.teardown(() => cold.close())
   await pglite.migrate(migrationsFolder)
   const reference = await describe(cold)
-  t.same(reference.columns.map((c) => (c as { column_name: string }).column_name), ['id', 'username', 'email', 'password_hash', 'role', 'created_at'], 'the reference is the migrated users table')
-  t.same(reference.journal, expectedJournal(migrationsFolder), 'the reference journal lists every migration in drizzle/')
+  t.strictSame(reference.columns.map((c) => (c as { column_name: string }).column_name), ['id', 'username', 'email', 'password_hash', 'role', 'created_at'], 'the reference is the migrated users table')
+  t.strictSame(reference.journal, expectedJournal(migrationsFolder), 'the reference journal lists every migration in drizzle/')
 
   const first = await openMigratedPglite({ cacheDirs: [cacheDir] })
   t.teardown(() => first.database.close())
   t.equal(first.source, 'created', 'no snapshot yet: cold start, then one is written')
   t.equal(first.file, join(cacheDir, snapshotFileName(await migrationsHash())))
-  t.same(await describe(first.database), reference)
+  t.strictSame(await describe(first.database), reference)
 
   const second = await openMigratedPglite({ cacheDirs: [cacheDir] })
   t.teardown(() => second.database.close())
   t.equal(second.source, 'loaded', 'the second start restores the snapshot')
   t.equal(second.file, first.file)
-  t.same(await describe(second.database), reference, 'same tables, columns, constraints, indexes, sequences and journal; no rows')
+  t.strictSame(await describe(second.database), reference, 'same tables, columns, constraints, indexes, sequences and journal; no rows')
 })
 
 t.test('a change to the migrations makes a new snapshot; the old one is never used for them', async (t) => {
@@ -74,14 +74,14 @@ t.test('a change to the migrations makes a new snapshot; the old one is never us
   t.equal(after.source, 'created', 'the old snapshot is not loaded')
   t.not(after.file, before.file)
   const described = await describe(after.database)
-  t.same(described.columns.map((c) => (c as { column_name: string }).column_name), ['id', 'username', 'email', 'password_hash', 'role', 'created_at', 'nickname'])
-  t.same(described.journal, expectedJournal(folder))
+  t.strictSame(described.columns.map((c) => (c as { column_name: string }).column_name), ['id', 'username', 'email', 'password_hash', 'role', 'created_at', 'nickname'])
+  t.strictSame(described.journal, expectedJournal(folder))
   t.equal(described.journal.length, 2)
 
   const again = await openMigratedPglite({ migrationsFolder: folder, cacheDirs: [cacheDir] })
   t.teardown(() => again.database.close())
   t.equal(again.source, 'loaded')
-  t.same(await describe(again.database), described)
+  t.strictSame(await describe(again.database), described)
 
   // Editing an applied migration in place (never done, but possible) also changes the key.
   const unedited = await migrationsHash(folder)
@@ -97,7 +97,7 @@ t.test('a damaged snapshot is thrown away and the database starts cold', async (
   t.teardown(() => opened.database.close())
   t.equal(opened.source, 'created')
   const described = await describe(opened.database)
-  t.same(described.journal, expectedJournal(migrationsFolder))
-  t.same(described.userCount, [{ n: 0 }])
+  t.strictSame(described.journal, expectedJournal(migrationsFolder))
+  t.strictSame(described.userCount, [{ n: 0 }])
   t.ok((await readFile(file)).length > 1_000_000, 'a real snapshot replaced the damaged file')
 })

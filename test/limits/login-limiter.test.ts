@@ -1,5 +1,7 @@
+import { eq } from 'drizzle-orm'
 import t, { type Test } from 'tap'
 import type { App } from '../../src/app.js'
+import { users } from '../../src/db/schema.js'
 import { createMemoryStore } from '../../src/limits/attempt-stores.js'
 import { createLoginLimiter } from '../../src/limits/login-limiter.js'
 import { LOGIN_WINDOW_MS } from '../../src/limits/policy.js'
@@ -22,9 +24,15 @@ async function fail (t: Test, app: App, count: number, email: string, remoteAddr
   }
 }
 
+/** A 200 whose body is exactly `{ id, token, username, email }` of `account`. */
+function assertLoggedIn (t: Test, response: Awaited<ReturnType<App['inject']>>, account: { id: number, username: string, email: string }, message: string) {
+  t.equal(response.statusCode, 200, message)
+  t.strictSame({ ...response.json(), token: 'x' }, { id: account.id, token: 'x', username: account.username, email: account.email })
+}
+
 function assertLocked (t: Test, response: Awaited<ReturnType<App['inject']>>, message: string) {
   t.equal(response.statusCode, 429, message)
-  t.same(response.json(), tooMany)
+  t.strictSame(response.json(), tooMany)
   const retryAfter = Number(response.headers['retry-after'])
   t.ok(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= LOGIN_WINDOW_MS / 1000, `Retry-After ${response.headers['retry-after']} is within the window`)
 }
@@ -41,7 +49,9 @@ for (const kind of testDatabases()) {
       const created = { username: `${name}${kind}`.slice(0, 20), email: `${name}.${kind}@example.com`, password: 'Secreto123' }
       const response = await app.inject({ method: 'POST', url: '/auth/signup', payload: created, remoteAddress: '10.9.9.9' })
       t.equal(response.statusCode, 201, `account ${name} created`)
-      return created
+      const [stored] = await app.database.db.select({ id: users.id }).from(users).where(eq(users.email, created.email))
+      t.strictSame(response.json(), { id: stored.id, username: created.username, email: created.email })
+      return { ...created, id: stored.id }
     }
 
     t.test('the 11th failed login for one address and e-mail gets 429 with Retry-After, even with the right password', async (t) => {
@@ -50,11 +60,10 @@ for (const kind of testDatabases()) {
       await fail(t, app, 5, user.email.toUpperCase(), '203.0.113.1')
       assertLocked(t, await login(app, user.email, user.password, '203.0.113.1'), 'the right password is refused too')
       assertLocked(t, await login(app, user.email, 'Wrong12345', '203.0.113.1'), 'and so is a wrong one')
-      const elsewhere = await login(app, user.email, user.password, '203.0.113.2')
-      t.equal(elsewhere.statusCode, 200, 'the same e-mail from another address still logs in')
+      assertLoggedIn(t, await login(app, user.email, user.password, '203.0.113.2'), user, 'the same e-mail from another address still logs in')
       const otherEmail = await login(app, 'otra@example.com', 'Wrong12345', '203.0.113.1')
       t.equal(otherEmail.statusCode, 401, 'another e-mail from the same address is still checked')
-      t.same(otherEmail.json(), badCredentials)
+      t.strictSame(otherEmail.json(), badCredentials)
     })
 
     t.test('counting is the same whether the account exists or not', async (t) => {
@@ -65,7 +74,7 @@ for (const kind of testDatabases()) {
     t.test('only a success clears its pair\'s counter', async (t) => {
       const ana = await account('ana')
       await fail(t, app, 9, ana.email, '203.0.113.4')
-      t.equal((await login(app, ana.email, ana.password, '203.0.113.4')).statusCode, 200)
+      assertLoggedIn(t, await login(app, ana.email, ana.password, '203.0.113.4'), ana, 'the right password before the limit')
       await fail(t, app, 10, ana.email, '203.0.113.4')
       assertLocked(t, await login(app, ana.email, ana.password, '203.0.113.4'), 'ten new failures after the success lock the pair')
     })
@@ -75,7 +84,7 @@ for (const kind of testDatabases()) {
       // Ten from each of five addresses: no pair is over its limit.
       await fail(t, app, 50, eva.email, (i) => `198.51.100.${Math.floor(i / 10) + 1}`)
       assertLocked(t, await login(app, eva.email, eva.password, '198.51.100.99'), 'a fresh address is refused for that e-mail')
-      t.equal((await login(app, seedAccounts.admin.email, seedAccounts.admin.password, '198.51.100.99')).statusCode, 200, 'other e-mails are untouched')
+      assertLoggedIn(t, await login(app, seedAccounts.admin.email, seedAccounts.admin.password, '198.51.100.99'), seedAccounts.admin, 'other e-mails are untouched')
     })
 
     t.test('per address: the 101st failure across e-mails gets 429 for every e-mail', async (t) => {
@@ -83,14 +92,14 @@ for (const kind of testDatabases()) {
       for (let n = 0; n < 10; n++) await fail(t, app, 10, `victima${n}@example.com`, '192.0.2.50')
       assertLocked(t, await login(app, 'otra@example.com', 'Wrong12345', '192.0.2.50'), 'a new e-mail from that address')
       assertLocked(t, await login(app, luz.email, luz.password, '192.0.2.50'), 'a valid login from that address')
-      t.equal((await login(app, luz.email, luz.password, '192.0.2.51')).statusCode, 200, 'another address logs in')
+      assertLoggedIn(t, await login(app, luz.email, luz.password, '192.0.2.51'), luz, 'another address logs in')
     })
 
     t.test('IPv6 clients count per /64, IPv4-mapped addresses as IPv4', async (t) => {
       const pau = await account('pau')
       await fail(t, app, 10, pau.email, (i) => `2001:db8:a:b::${i + 1}`)
       assertLocked(t, await login(app, pau.email, pau.password, '2001:db8:a:b:ffff:ffff:ffff:ffff'), 'another host of the same /64')
-      t.equal((await login(app, pau.email, pau.password, '2001:db8:a:c::1')).statusCode, 200, 'the next /64 is another client')
+      assertLoggedIn(t, await login(app, pau.email, pau.password, '2001:db8:a:c::1'), pau, 'the next /64 is another client')
       await fail(t, app, 10, pau.email, '::ffff:198.51.100.7')
       assertLocked(t, await login(app, pau.email, pau.password, '198.51.100.7'), 'the plain IPv4 form of a mapped address')
     })
@@ -98,7 +107,7 @@ for (const kind of testDatabases()) {
     t.test('RATE_LIMITS=off turns the counters off', async (t) => {
       const off = await build(t, kind, { env: { RATE_LIMITS: 'off' } })
       await fail(t, off, 12, user.email)
-      t.equal((await login(off, user.email, user.password)).statusCode, 200)
+      assertLoggedIn(t, await login(off, user.email, user.password), user, 'no lock after 12 failures')
     })
 
     t.test('with Redis, the attempts of two instances add up', { skip: redisSkip }, async (t) => {
@@ -110,14 +119,14 @@ for (const kind of testDatabases()) {
       await fail(t, second, 5, user.email)
       assertLocked(t, await login(first, user.email, user.password), 'the 11th, on the first instance')
       assertLocked(t, await login(second, user.email, user.password), 'and on the second')
-      t.equal((await login(second, user.email, user.password, '203.0.113.9')).statusCode, 200, 'another address still logs in')
+      assertLoggedIn(t, await login(second, user.email, user.password, '203.0.113.9'), user, 'another address still logs in')
     })
 
     t.test('with Redis down, logins still work and the counters fall back to memory', async (t) => {
       const log = captureLog()
       const down = await build(t, kind, { env: { ...LIMITS_ON, REDIS_URL: 'redis://127.0.0.1:1' }, logger: { level: 'warn', stream: log.stream } })
       const started = Date.now()
-      t.equal((await login(down, user.email, user.password)).statusCode, 200, 'a login succeeds')
+      assertLoggedIn(t, await login(down, user.email, user.password), user, 'a login succeeds')
       t.ok(Date.now() - started < 2000, 'without waiting for Redis')
       await fail(t, down, 10, user.email)
       assertLocked(t, await login(down, user.email, user.password), 'the instance\'s own counters still lock the pair')
@@ -129,17 +138,17 @@ for (const kind of testDatabases()) {
 t.test('the memory store forgets a window once it has passed, and stays bounded', async (t) => {
   let now = 0
   const limiter = createLoginLimiter(createMemoryStore({ now: () => now }))
-  for (let i = 0; i < 10; i++) t.same(await limiter.begin('192.0.2.1', 'e'), { blocked: false })
-  t.same(await limiter.begin('192.0.2.1', 'e'), { blocked: true, limit: 'pair', retryAfterSeconds: 900 })
+  for (let i = 0; i < 10; i++) t.strictSame(await limiter.begin('192.0.2.1', 'e'), { blocked: false })
+  t.strictSame(await limiter.begin('192.0.2.1', 'e'), { blocked: true, limit: 'pair', retryAfterSeconds: 900 })
   now = LOGIN_WINDOW_MS - 1000
-  t.same(await limiter.begin('192.0.2.1', 'e'), { blocked: true, limit: 'pair', retryAfterSeconds: 1 })
+  t.strictSame(await limiter.begin('192.0.2.1', 'e'), { blocked: true, limit: 'pair', retryAfterSeconds: 1 })
   now = LOGIN_WINDOW_MS
-  t.same(await limiter.begin('192.0.2.1', 'e'), { blocked: false }, 'a new window starts')
+  t.strictSame(await limiter.begin('192.0.2.1', 'e'), { blocked: false }, 'a new window starts')
 
   const small = createLoginLimiter(createMemoryStore({ maxEntries: 30, now: () => now }))
   for (let i = 0; i < 10; i++) await small.begin('192.0.2.2', 'first')
-  t.same(await small.begin('192.0.2.2', 'first'), { blocked: true, limit: 'pair', retryAfterSeconds: 900 })
+  t.strictSame(await small.begin('192.0.2.2', 'first'), { blocked: true, limit: 'pair', retryAfterSeconds: 900 })
   // Each new e-mail adds two entries (pair and e-mail): the oldest are dropped to make room.
   for (let i = 0; i < 40; i++) await small.begin(`192.0.2.${100 + i}`, `other${i}`)
-  t.same(await small.begin('192.0.2.2', 'first'), { blocked: false }, 'the oldest counters were evicted, not the process memory grown')
+  t.strictSame(await small.begin('192.0.2.2', 'first'), { blocked: false }, 'the oldest counters were evicted, not the process memory grown')
 })

@@ -1,9 +1,25 @@
+import { eq } from 'drizzle-orm'
 import t, { type Test } from 'tap'
 import type { App } from '../../src/app.js'
+import { users } from '../../src/db/schema.js'
 import { build, captureLog, redisIsUp, redisPrefix, testDatabases, TEST_REDIS_URL as REDIS_URL, uniqueUser } from '../helper.js'
 
 const LIMITS_ON = { RATE_LIMITS: 'on' }
 const tooMany = { statusCode: 429, error: 'Too Many Requests', message: 'Demasiados intentos, inténtelo más tarde' }
+const bodyMissing = { statusCode: 400, error: 'Bad Request', message: 'El cuerpo de la petición es obligatorio' }
+
+/** A sign-up's 201 must be `{ id, username, email }` with the id the database gave the account. */
+async function assertCreated (t: Test, app: App, response: Awaited<ReturnType<App['inject']>>, account: { username: string, email: string }, message: string) {
+  t.equal(response.statusCode, 201, message)
+  const [row] = await app.database.db.select({ id: users.id }).from(users).where(eq(users.email, account.email))
+  t.strictSame(response.json(), { id: row?.id, username: account.username, email: account.email })
+}
+
+/** Not limited: the empty body reaches validation and gets its 400. */
+function assertServed (t: Test, response: Awaited<ReturnType<App['inject']>>, message: string) {
+  t.equal(response.statusCode, 400, message)
+  t.strictSame(response.json(), bodyMissing)
+}
 
 // The limit runs before the body is read, so an empty body (400, no hashing) counts like a sign-up.
 const signupRequest = (app: App, remoteAddress: string, headers: Record<string, string> = {}) =>
@@ -19,7 +35,7 @@ async function spend (t: Test, app: App, count: number, address: string | ((i: n
 
 function assertLimited (t: Test, response: Awaited<ReturnType<App['inject']>>, message: string) {
   t.equal(response.statusCode, 429, message)
-  t.same(response.json(), tooMany)
+  t.strictSame(response.json(), tooMany)
   const retryAfter = Number(response.headers['retry-after'])
   t.ok(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= 60, `Retry-After ${response.headers['retry-after']} is within the minute`)
 }
@@ -37,13 +53,15 @@ for (const kind of testDatabases()) {
       await spend(t, app, 19, '203.0.113.10')
       const user = uniqueUser('rl')
       const twentieth = await app.inject({ method: 'POST', url: '/auth/signup', payload: user, remoteAddress: '203.0.113.10' })
-      t.equal(twentieth.statusCode, 201, 'the 20th is still served')
+      await assertCreated(t, app, twentieth, user, 'the 20th is still served')
       const refused = await app.inject({ method: 'POST', url: '/auth/signup', payload: uniqueUser('rl'), remoteAddress: '203.0.113.10' })
       assertLimited(t, refused, 'the 21st is refused')
-      const other = await app.inject({ method: 'POST', url: '/auth/signup', payload: uniqueUser('rl'), remoteAddress: '203.0.113.11' })
-      t.equal(other.statusCode, 201, 'another address signs up')
+      const otherUser = uniqueUser('rl')
+      const other = await app.inject({ method: 'POST', url: '/auth/signup', payload: otherUser, remoteAddress: '203.0.113.11' })
+      await assertCreated(t, app, other, otherUser, 'another address signs up')
       const login = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: user.email, password: user.password }, remoteAddress: '203.0.113.10' })
       t.equal(login.statusCode, 200, 'logins from the limited address are not sign-ups')
+      t.strictSame({ ...login.json(), token: 'x' }, { id: twentieth.json().id, token: 'x', username: user.username, email: user.email })
       const event = lines.find((line) => line.event === 'excess_rate_limit_exceeded')
       t.match(event, { level: 40, event: 'excess_rate_limit_exceeded', reason: 'signup', clientAddress: '203.0.113.10', reqId: String })
     })
@@ -51,7 +69,7 @@ for (const kind of testDatabases()) {
     t.test('IPv6 clients share the limit of their /64', async (t) => {
       await spend(t, app, 20, (i) => `2001:db8:5:6::${(i + 1).toString(16)}`)
       assertLimited(t, await signupRequest(app, '2001:db8:5:6:abcd::1'), 'another host of the /64')
-      t.equal((await signupRequest(app, '2001:db8:5:7::1')).statusCode, 400, 'the next /64 is not limited')
+      assertServed(t, await signupRequest(app, '2001:db8:5:7::1'), 'the next /64 is not limited')
     })
 
     t.test('X-Forwarded-For without TRUST_PROXY: ignored for the limit, and a warning at most once a minute', async (t) => {
@@ -66,14 +84,14 @@ for (const kind of testDatabases()) {
       const proxied = await build(t, kind, { env: { ...LIMITS_ON, TRUST_PROXY: '10.0.0.1' } })
       await spend(t, proxied, 20, '10.0.0.1', { 'x-forwarded-for': '198.51.100.1' })
       assertLimited(t, await signupRequest(proxied, '10.0.0.1', { 'x-forwarded-for': '198.51.100.1' }), 'the forwarded client is limited')
-      t.equal((await signupRequest(proxied, '10.0.0.1', { 'x-forwarded-for': '198.51.100.2' })).statusCode, 400, 'another client behind the same balancer is not')
+      assertServed(t, await signupRequest(proxied, '10.0.0.1', { 'x-forwarded-for': '198.51.100.2' }), 'another client behind the same balancer is not')
     })
 
     t.test('RATE_LIMITS=off: no limit and no rate-limit headers', async (t) => {
       const off = await build(t, kind)
       await spend(t, off, 25, '203.0.113.13')
       const response = await signupRequest(off, '203.0.113.13')
-      t.equal(response.statusCode, 400)
+      assertServed(t, response, 'the 26th is served')
       t.notOk(response.headers['x-ratelimit-limit'])
     })
 
@@ -89,8 +107,9 @@ for (const kind of testDatabases()) {
 
     t.test('with Redis down, sign-ups are still served', async (t) => {
       const down = await build(t, kind, { env: { ...LIMITS_ON, REDIS_URL: 'redis://127.0.0.1:1' } })
-      const response = await down.inject({ method: 'POST', url: '/auth/signup', payload: uniqueUser('rd'), remoteAddress: '203.0.113.15' })
-      t.equal(response.statusCode, 201)
+      const account = uniqueUser('rd')
+      const response = await down.inject({ method: 'POST', url: '/auth/signup', payload: account, remoteAddress: '203.0.113.15' })
+      await assertCreated(t, down, response, account, 'served without Redis')
     })
   })
 }

@@ -11,41 +11,56 @@ import { build, createTestDatabase, login, testConfig, testDatabases, uniqueUser
 
 type Json = Record<string, any>
 
+// Cases that listen, count or change the journal build their own app: slow on a busy machine.
+t.setTimeout(300_000)
+
 for (const kind of testDatabases()) {
   t.test(`management listener on ${kind}`, async (t) => {
-    const metrics = createMetrics()
-    const api = await build(t, kind, { metrics, onHashTiming: metrics.observeHashTiming })
-    let shuttingDown = false
-    const management = await buildManagementApp({ api, isShuttingDown: () => shuttingDown })
-    t.teardown(() => management.close())
+    /** An API, its metrics and management listener: a case that changes state or counts gets its own. */
+    async function setup (t: Test) {
+      const metrics = createMetrics()
+      const api = await build(t, kind, { metrics, onHashTiming: metrics.observeHashTiming })
+      const state = { shuttingDown: false }
+      const management = await buildManagementApp({ api, isShuttingDown: () => state.shuttingDown })
+      t.teardown(() => management.close())
+      return { api, management, state }
+    }
+    // The cases that only read what never changes (liveness, the documents) share one.
+    const shared = await setup(t)
 
     t.test('GET /health/live answers 200 up, listening or not', async (t) => {
+      const { management } = shared
       const response = await management.inject('/health/live')
       t.equal(response.statusCode, 200)
-      t.same(response.json(), { status: 'up' })
+      t.strictSame(response.json(), { status: 'up' })
     })
 
     t.test('readiness is 503 until the API listens, 200 while it does, 503 from the start of shutdown', async (t) => {
+      const { api, management, state } = await setup(t)
       const before = await management.inject('/health/ready')
       t.equal(before.statusCode, 503)
-      t.same(before.json(), { status: 'down', database: 'up', api: 'down' })
+      t.strictSame(before.json(), { status: 'down', database: 'up', api: 'down' })
 
       await api.listen({ port: 0, host: '127.0.0.1' })
       const ready = await management.inject('/health/ready')
       t.equal(ready.statusCode, 200)
-      t.same(ready.json(), { status: 'up', database: 'up' })
+      t.strictSame(ready.json(), { status: 'up', database: 'up' })
 
-      shuttingDown = true
+      state.shuttingDown = true
       const draining = await management.inject('/health/ready')
       t.equal(draining.statusCode, 503)
-      t.same(draining.json(), { status: 'down', database: 'up', api: 'down' })
+      t.strictSame(draining.json(), { status: 'down', database: 'up', api: 'down' })
       const live = await management.inject('/health/live')
       t.equal(live.statusCode, 200, 'liveness stays up while draining')
-      t.same(live.json(), { status: 'up' })
-      shuttingDown = false
+      t.strictSame(live.json(), { status: 'up' })
     })
 
     t.test('readiness is 503 with migrations down while the database is behind the journal', async (t) => {
+      const { api, management } = await setup(t)
+      await api.listen({ port: 0, host: '127.0.0.1' })
+      const ready = await management.inject('/health/ready')
+      t.equal(ready.statusCode, 200)
+      t.strictSame(ready.json(), { status: 'up', database: 'up' })
       const { db } = api.database
       const result = await db.execute(sql`select hash, created_at::text as created_at from drizzle.__drizzle_migrations order by id`) as unknown
       const rows = (Array.isArray(result) ? result : (result as { rows: unknown[] }).rows) as { hash: string, created_at: string }[]
@@ -54,22 +69,33 @@ for (const kind of testDatabases()) {
       try {
         const behind = await management.inject('/health/ready')
         t.equal(behind.statusCode, 503)
-        t.same(behind.json(), { status: 'down', database: 'up', migrations: 'down' })
+        t.strictSame(behind.json(), { status: 'down', database: 'up', migrations: 'down' })
       } finally {
         for (const row of rows) await db.execute(sql`insert into drizzle.__drizzle_migrations (hash, created_at) values (${row.hash}, ${row.created_at}::bigint)`)
       }
       const back = await management.inject('/health/ready')
       t.equal(back.statusCode, 200)
-      t.same(back.json(), { status: 'up', database: 'up' })
+      t.strictSame(back.json(), { status: 'up', database: 'up' })
     })
 
     t.test('GET /metrics: requests by route pattern and status, hash time, pool use, process metrics', async (t) => {
+      const { api, management } = await setup(t)
       const user = uniqueUser('met')
-      t.equal((await api.inject({ method: 'POST', url: '/auth/signup', payload: user })).statusCode, 201)
+      const signup = await api.inject({ method: 'POST', url: '/auth/signup', payload: user })
+      t.equal(signup.statusCode, 201)
+      const { id } = signup.json()
+      t.strictSame(signup.json(), { id, username: user.username, email: user.email })
+      t.equal(id, 3, 'the first account after the two seed accounts')
       const token = await login(api, user.email, user.password)
-      t.equal((await api.inject({ url: '/users/me', headers: { authorization: `Bearer ${token}` } })).statusCode, 200)
-      t.equal((await api.inject({ url: '/users/12345?secret=1', headers: { authorization: `Bearer ${token}` } })).statusCode, 404)
-      t.equal((await api.inject({ url: '/admin/users' })).statusCode, 401)
+      const me = await api.inject({ url: '/users/me', headers: { authorization: `Bearer ${token}` } })
+      t.equal(me.statusCode, 200)
+      t.strictSame(me.json(), { id, username: user.username, email: user.email, role: 'ROLE_USER' })
+      const unknown = await api.inject({ url: '/users/12345?secret=1', headers: { authorization: `Bearer ${token}` } })
+      t.equal(unknown.statusCode, 404)
+      t.strictSame(unknown.json(), { statusCode: 404, error: 'Not Found', message: 'Recurso no encontrado' })
+      const anonymous = await api.inject({ url: '/admin/users' })
+      t.equal(anonymous.statusCode, 401)
+      t.strictSame(anonymous.json(), { statusCode: 401, error: 'Unauthorized', message: 'Token ausente' })
 
       const response = await management.inject('/metrics')
       t.equal(response.statusCode, 200)
@@ -96,6 +122,7 @@ for (const kind of testDatabases()) {
     })
 
     t.test('GET /openapi.json is the OpenAPI 3.1 document of the four operations', async (t) => {
+      const { management } = shared
       const response = await management.inject('/openapi.json')
       t.equal(response.statusCode, 200)
       t.equal(response.headers['content-type'], 'application/json; charset=utf-8')
@@ -104,6 +131,7 @@ for (const kind of testDatabases()) {
     })
 
     t.test('GET /docs serves the interactive page over the same document', async (t) => {
+      const { management } = shared
       const page = await management.inject('/docs')
       t.equal(page.statusCode, 200)
       t.equal(page.headers['content-type'], 'text/html; charset=utf-8')
@@ -112,13 +140,14 @@ for (const kind of testDatabases()) {
       t.equal(initializer.statusCode, 200)
       const json = await management.inject('/docs/json')
       t.equal(json.statusCode, 200)
-      t.same(json.json(), (await management.inject('/openapi.json')).json())
+      t.strictSame(json.json(), (await management.inject('/openapi.json')).json())
     })
 
     t.test('the management port has no API routes and needs no token', async (t) => {
+      const { management } = shared
       const response = await management.inject('/users/me')
       t.equal(response.statusCode, 404)
-      t.same(response.json(), { message: 'Route GET:/users/me not found', error: 'Not Found', statusCode: 404 })
+      t.strictSame(response.json(), { message: 'Route GET:/users/me not found', error: 'Not Found', statusCode: 404 })
     })
   })
 
@@ -132,10 +161,10 @@ for (const kind of testDatabases()) {
     t.teardown(() => management.close())
     const response = await management.inject('/health/ready')
     t.equal(response.statusCode, 503)
-    t.same(response.json(), { status: 'down', database: 'down' })
+    t.strictSame(response.json(), { status: 'down', database: 'down' })
     const live = await management.inject('/health/live')
     t.equal(live.statusCode, 200, 'liveness never touches the database')
-    t.same(live.json(), { status: 'up' })
+    t.strictSame(live.json(), { status: 'up' })
   })
 }
 
@@ -162,27 +191,27 @@ t.test('/docs, opened in headless Chromium, shows the four operations', { skip: 
   // --dump-dom prints the page once its scripts ran and fetched the document (virtual time).
   const { stdout: dom } = await promisify(execFile)(chromium!, ['--headless', '--no-sandbox', '--disable-gpu', '--virtual-time-budget=15000', '--dump-dom', `http://127.0.0.1:${port}/docs`], { timeout: 60_000, maxBuffer: 16 * 1024 * 1024 })
   const operations = [...dom.matchAll(/class="opblock-summary-method">([A-Z]+)<[\s\S]*?data-path="([^"]+)"/g)].map(([, method, path]) => `${method} ${path}`)
-  t.same(operations, ['POST /auth/signup', 'POST /auth/login', 'GET /users/me', 'GET /admin/users'])
+  t.strictSame(operations, ['POST /auth/signup', 'POST /auth/login', 'GET /users/me', 'GET /admin/users'])
 })
 
 /** Structural checks of OpenAPI 3.1: version, the four operations, their schemas, bearer security, every $ref resolvable. */
 function checkOpenApi (t: Test, document: Json): void {
   t.equal(document.openapi, '3.1.0')
   t.match(document.info, { title: String, version: String })
-  t.same(Object.keys(document.paths).sort(), ['/admin/users', '/auth/login', '/auth/signup', '/users/me'])
+  t.strictSame(Object.keys(document.paths).sort(), ['/admin/users', '/auth/login', '/auth/signup', '/users/me'])
   const operations: [string, string, boolean][] = [['/auth/signup', 'post', false], ['/auth/login', 'post', false], ['/users/me', 'get', true], ['/admin/users', 'get', true]]
   for (const [path, method, secured] of operations) {
-    t.same(Object.keys(document.paths[path]), [method], `${path} has exactly one operation (no HEAD, no catch-all)`)
+    t.strictSame(Object.keys(document.paths[path]), [method], `${path} has exactly one operation (no HEAD, no catch-all)`)
     const operation = document.paths[path][method]
     t.ok(Object.keys(operation.responses).length >= 2, `${method} ${path} documents its responses`)
     for (const [status, answer] of Object.entries<Json>(operation.responses)) {
       t.ok(/^[1-5][0-9]{2}$/.test(status), `${path} ${status} is a status code`)
       t.type(answer.description, 'string', `${path} ${status} has a description`)
     }
-    if (secured) t.same(operation.security, [{ bearerAuth: [] }], `${path} needs a bearer token`)
+    if (secured) t.strictSame(operation.security, [{ bearerAuth: [] }], `${path} needs a bearer token`)
     else t.notOk(operation.security, `${path} is public`)
   }
-  t.same(document.components.securitySchemes, { bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' } })
+  t.strictSame(document.components.securitySchemes, { bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' } })
 
   const resolve = (schema: Json): Json => {
     if (typeof schema?.$ref !== 'string') return schema
@@ -199,12 +228,12 @@ function checkOpenApi (t: Test, document: Json): void {
     properties: { username: { type: 'string', minLength: 3, maxLength: 20 }, email: { type: 'string', format: 'email' }, password: { type: 'string', minLength: 8, maxLength: 16 } }
   })
   t.match(bodySchema('/auth/login', 'post'), { type: 'object', properties: { email: { type: 'string' }, password: { type: 'string' } } })
-  t.same(Object.keys(answerSchema('/auth/signup', 'post', '201').properties).sort(), ['email', 'id', 'username'])
-  t.same(Object.keys(answerSchema('/auth/login', 'post', '200').properties).sort(), ['email', 'id', 'token', 'username'])
-  t.same(Object.keys(answerSchema('/users/me', 'get', '200').properties).sort(), ['email', 'id', 'role', 'username'])
+  t.strictSame(Object.keys(answerSchema('/auth/signup', 'post', '201').properties).sort(), ['email', 'id', 'username'])
+  t.strictSame(Object.keys(answerSchema('/auth/login', 'post', '200').properties).sort(), ['email', 'id', 'token', 'username'])
+  t.strictSame(Object.keys(answerSchema('/users/me', 'get', '200').properties).sort(), ['email', 'id', 'role', 'username'])
   const list = answerSchema('/admin/users', 'get', '200')
   t.equal(list.type, 'array')
-  t.same(Object.keys(resolve(list.items).properties).sort(), ['email', 'id', 'role', 'username'])
+  t.strictSame(Object.keys(resolve(list.items).properties).sort(), ['email', 'id', 'role', 'username'])
   t.match(answerSchema('/auth/login', 'post', '401'), { type: 'object', properties: { statusCode: {}, error: {}, message: {} } })
 
   // Every $ref anywhere in the document points at something.

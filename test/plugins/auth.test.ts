@@ -45,13 +45,13 @@ for (const kind of testDatabases()) {
     async function rejects (t: Test, headers: Record<string, string>, message: string, challenge: string, url?: string) {
       const response = await me(headers, url)
       t.equal(response.statusCode, 401, 'status')
-      t.same(response.json(), unauthorized(message), 'body')
+      t.strictSame(response.json(), unauthorized(message), 'body')
       t.equal(response.headers['www-authenticate'], challenge, 'WWW-Authenticate')
     }
     async function accepts (t: Test, headers: Record<string, string>) {
       const response = await me(headers)
       t.equal(response.statusCode, 200, 'status')
-      t.same(response.json(), userRecord, 'body')
+      t.strictSame(response.json(), userRecord, 'body')
     }
 
     t.test('a hand-made valid token is accepted: the baseline every other case differs from', async (t) => {
@@ -132,9 +132,15 @@ for (const kind of testDatabases()) {
 
     t.test('the uid of a deleted user → 401 on every protected path', async (t) => {
       const account = uniqueUser('del')
-      const created = (await app.inject({ method: 'POST', url: '/auth/signup', payload: account })).json()
+      const signup = await app.inject({ method: 'POST', url: '/auth/signup', payload: account })
+      t.equal(signup.statusCode, 201)
+      const created = signup.json()
+      const [stored] = await app.database.db.select({ id: users.id }).from(users).where(eq(users.email, account.email))
+      t.strictSame(created, { id: stored.id, username: account.username, email: account.email })
       const token = forge({ claims: claimsOf({ id: created.id, username: account.username, role: 'ROLE_USER' }) })
-      t.equal((await me(bearer(token))).statusCode, 200, 'valid while the user exists')
+      const before = await me(bearer(token))
+      t.equal(before.statusCode, 200, 'valid while the user exists')
+      t.strictSame(before.json(), { id: created.id, username: account.username, email: account.email, role: 'ROLE_USER' })
       await app.database.db.delete(users).where(eq(users.id, created.id))
       await rejects(t, bearer(token), 'Token inválido', INVALID)
       await rejects(t, bearer(token), 'Token inválido', INVALID, '/no/such/path')
@@ -198,7 +204,7 @@ for (const kind of testDatabases()) {
       t.teardown(() => { app.usersRepository.findById = findById })
       const response = await me(bearer(forge({ claims: claimsOf(user) })))
       t.equal(response.statusCode, 500)
-      t.same(response.json(), { statusCode: 500, error: 'Internal Server Error', message: 'Error interno del servidor' })
+      t.strictSame(response.json(), { statusCode: 500, error: 'Internal Server Error', message: 'Error interno del servidor' })
       t.notOk(response.headers['www-authenticate'])
     })
   })
@@ -211,7 +217,7 @@ for (const kind of testDatabases()) {
       for (const secret of [OLD_SECRET, SECRET]) {
         const response = await me(forge({ claims: claimsOf(user), secret }))
         t.equal(response.statusCode, 200)
-        t.same(response.json(), userRecord)
+        t.strictSame(response.json(), userRecord)
       }
     })
 
@@ -219,21 +225,23 @@ for (const kind of testDatabases()) {
       const token = await login(app, user.email, user.password)
       const [header, claims, signature] = token.split('.')
       t.equal(createHmac('sha256', SECRET).update(`${header}.${claims}`).digest('base64url'), signature)
-      t.equal((await me(token)).statusCode, 200)
+      const response = await me(token)
+      t.equal(response.statusCode, 200)
+      t.strictSame(response.json(), userRecord)
     })
 
     t.test('a third secret is still refused, and an old expired token is reported expired', async (t) => {
       const other = await me(forge({ claims: claimsOf(user), secret: OTHER_SECRET }))
       t.equal(other.statusCode, 401)
-      t.same(other.json(), unauthorized('Token inválido'))
+      t.strictSame(other.json(), unauthorized('Token inválido'))
       t.equal(other.headers['www-authenticate'], INVALID)
       const expired = await me(forge({ claims: claimsOf(user, { iat: now() - 7200, exp: now() - 60 }), secret: OLD_SECRET }))
       t.equal(expired.statusCode, 401)
-      t.same(expired.json(), unauthorized('Token expirado'))
+      t.strictSame(expired.json(), unauthorized('Token expirado'))
       t.equal(expired.headers['www-authenticate'], INVALID)
       const wrongAudience = await me(forge({ claims: claimsOf(user, { aud: 'x' }), secret: OLD_SECRET }))
       t.equal(wrongAudience.statusCode, 401)
-      t.same(wrongAudience.json(), unauthorized('Token inválido'))
+      t.strictSame(wrongAudience.json(), unauthorized('Token inválido'))
     })
   })
 
@@ -264,7 +272,7 @@ for (const kind of testDatabases()) {
       t.test(`${who} token → GET ${url}: ${status}`, async (t) => {
         const response = await get(url, token)
         t.equal(response.statusCode, status)
-        t.same(response.json(), body)
+        t.strictSame(response.json(), body)
         t.equal(response.headers['content-type'], 'application/json; charset=utf-8')
         t.equal(response.headers['www-authenticate'], status === 401 ? 'Bearer' : undefined)
       })
@@ -276,18 +284,18 @@ for (const kind of testDatabases()) {
       // The old token keeps ROLE_USER: /users/me still answers, with the role as stored now.
       const meOld = await get('/users/me', userToken)
       t.equal(meOld.statusCode, 200)
-      t.same(meOld.json(), { ...userRecord, role: 'ROLE_ADMIN' })
+      t.strictSame(meOld.json(), { ...userRecord, role: 'ROLE_ADMIN' })
       const listOld = await get('/admin/users', userToken)
       t.equal(listOld.statusCode, 403)
-      t.same(listOld.json(), forbidden)
+      t.strictSame(listOld.json(), forbidden)
 
       const fresh = await login(app, user.email, user.password)
       const listNew = await get('/admin/users', fresh)
       t.equal(listNew.statusCode, 200)
-      t.same(listNew.json(), [adminRecord, { ...userRecord, role: 'ROLE_ADMIN' }])
+      t.strictSame(listNew.json(), [adminRecord, { ...userRecord, role: 'ROLE_ADMIN' }])
       const meNew = await get('/users/me', fresh)
       t.equal(meNew.statusCode, 403)
-      t.same(meNew.json(), forbidden)
+      t.strictSame(meNew.json(), forbidden)
     })
   })
 }

@@ -1,52 +1,70 @@
 import { request as httpRequest } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { setTimeout as delay } from 'node:timers/promises'
-import { asc, inArray } from 'drizzle-orm'
+import { asc, inArray, sql } from 'drizzle-orm'
 import postgres from 'postgres'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { users } from '../../src/db/schema.js'
 import type { App } from '../../src/app.js'
 import { listUsersJson } from '../../src/users/users-listing.js'
 import { build, login, seedAccounts, testDatabases } from '../helper.js'
 
 const { admin, user } = seedAccounts
+// Several databases of 12,000 users each: slow on a busy machine.
+t.setTimeout(300_000)
 // More than two pages of the listing's 5000-row keyset pages, and not a multiple of 5000.
 const EXTRA_USERS = 12_345
 
-/** Inserts `count` users straight into the table, with a fake hash: nothing here logs in. */
+/** Inserts `count` users straight into the table in one statement, with a fake hash: nothing here logs in. */
 async function insertUsers (app: App, count: number, prefix = 'bulk'): Promise<void> {
-  for (let start = 0; start < count; start += 2000) {
-    const rows = Array.from({ length: Math.min(2000, count - start) }, (_, i) => {
-      const n = start + i
-      return { username: `${prefix}${n}`, email: `${prefix}.${n}@example.com`, passwordHash: 'not-a-real-hash', role: n % 7 === 0 ? 'ROLE_ADMIN' as const : 'ROLE_USER' as const }
-    })
-    await app.database.db.insert(users).values(rows)
-  }
+  await app.database.db.execute(sql`
+    insert into users (username, email, password_hash, role)
+    select ${prefix}::text || n, ${prefix}::text || '.' || n || '@example.com', 'not-a-real-hash', case when n % 7 = 0 then 'ROLE_ADMIN' else 'ROLE_USER' end
+    from generate_series(0, ${count - 1}::int) as n`)
 }
 
 /** Every user as the listing must show it, read through Drizzle. */
 const expectedListing = (app: App) => app.database.db
   .select({ id: users.id, username: users.username, email: users.email, role: users.role }).from(users).orderBy(asc(users.id))
 
+const seedListing = [
+  { id: admin.id, username: admin.username, email: admin.email, role: admin.role },
+  { id: user.id, username: user.username, email: user.email, role: user.role }
+]
+
 for (const kind of testDatabases()) {
   t.test(`GET /admin/users on ${kind}`, async (t) => {
-    const app = await build(t, kind)
-    const token = await login(app, admin.email, admin.password)
-    const list = () => app.inject({ method: 'GET', url: '/admin/users', headers: { authorization: `Bearer ${token}` } })
+    /** An app on its own database: a case that adds rows or listens gets its own. */
+    async function setup (t: Test) {
+      const app = await build(t, kind)
+      const token = await login(app, admin.email, admin.password)
+      const list = () => app.inject({ method: 'GET', url: '/admin/users', headers: { authorization: `Bearer ${token}` } })
+      return { app, token, list }
+    }
+
+    /** The seed accounts plus EXTRA_USERS, with gaps in the ids, also right at a page boundary. */
+    async function populate (app: App): Promise<void> {
+      await insertUsers(app, EXTRA_USERS)
+      await app.database.db.delete(users).where(inArray(users.username, ['bulk10', 'bulk4997', 'bulk4998', 'bulk9998']))
+    }
+
+    // Cases that only read share these two, which no case changes: the seed accounts alone, and many users.
+    const seeded = await setup(t)
+    const populated = await setup(t)
+    await populate(populated.app)
 
     t.test('two users: exactly the seed accounts, ordered by id, four fields each', async (t) => {
+      const { list } = seeded
       const response = await list()
       t.equal(response.statusCode, 200)
       t.equal(response.headers['content-type'], 'application/json; charset=utf-8')
       t.equal(response.headers['cache-control'], 'no-store')
       t.equal(response.headers['x-content-type-options'], 'nosniff')
-      t.same(response.json(), [
-        { id: admin.id, username: admin.username, email: admin.email, role: admin.role },
-        { id: user.id, username: user.username, email: user.email, role: user.role }
-      ])
+      t.strictSame(response.json(), seedListing)
     })
 
     t.test('HEAD answers the headers without running the listing', async (t) => {
+      const { app, token } = seeded
       const original = app.database.userJsonPage
       let calls = 0
       app.database.userJsonPage = (after, size) => { calls++; return original(after, size) }
@@ -59,25 +77,23 @@ for (const kind of testDatabases()) {
       const anonymous = await app.inject({ method: 'HEAD', url: '/admin/users' })
       t.equal(anonymous.statusCode, 401)
       t.equal(anonymous.headers['www-authenticate'], 'Bearer')
+      t.equal(anonymous.body, '', 'a HEAD answer has no body')
     })
 
     t.test('text that JSON must escape comes out intact', async (t) => {
+      const { app, list } = await setup(t)
       const odd = [
         { username: 'Zoë "quoted"', email: 'zoe+tag@example.com' },
         { username: 'back\\slash/ü😀', email: 'o\'brien@example.com' }
       ]
-      await app.database.db.insert(users).values(odd.map((row) => ({ ...row, passwordHash: 'x' })))
-      t.teardown(() => app.database.db.delete(users).where(inArray(users.email, odd.map((row) => row.email))))
+      const inserted = await app.database.db.insert(users).values(odd.map((row) => ({ ...row, passwordHash: 'x' }))).returning({ id: users.id })
       const response = await list()
       t.equal(response.statusCode, 200)
-      t.same(response.json(), await expectedListing(app))
-      t.same(response.json().slice(-2).map((row: { username: string }) => row.username), odd.map((row) => row.username))
+      t.strictSame(response.json(), [...seedListing, ...odd.map((row, i) => ({ id: inserted[i].id, ...row, role: 'ROLE_USER' }))])
     })
 
     t.test(`${EXTRA_USERS + 2} users: several pages, complete, ordered by id, no other field`, async (t) => {
-      await insertUsers(app, EXTRA_USERS)
-      // Gaps in the ids, also right at a page boundary, must not lose or repeat anyone.
-      await app.database.db.delete(users).where(inArray(users.username, ['bulk10', 'bulk4997', 'bulk4998', 'bulk9998']))
+      const { app, list } = populated
       const response = await list()
       t.equal(response.statusCode, 200)
       const body = response.json() as Array<Record<string, unknown>>
@@ -85,20 +101,25 @@ for (const kind of testDatabases()) {
       t.equal(body.length, EXTRA_USERS + 2 - 4)
       t.ok(body.every((row) => Object.keys(row).join() === 'id,username,email,role'), 'exactly id, username, email, role, in that order')
       t.ok(body.every((row, i) => i === 0 || (row.id as number) > (body[i - 1].id as number)), 'ids strictly increasing')
-      t.same(body, expected)
+      t.strictSame(body.slice(0, 2), seedListing)
+      t.strictSame(body, expected)
     })
 
     t.test('the database\'s pages join into the same listing at any page size', async (t) => {
-      const expected = JSON.stringify(await expectedListing(app))
+      const { app } = populated
+      const expected = await expectedListing(app)
+      t.equal(expected.length, EXTRA_USERS + 2 - 4)
       for (const size of [997, 4999, 5000, 12_343, 100_000]) {
         const batches: string[] = []
         for await (const batch of listUsersJson(app.database, size)) batches.push(batch.toString())
-        t.same(JSON.parse(`[${batches.join(',')}]`), JSON.parse(expected), `size ${size}`)
-        t.equal(batches.length, Math.ceil(JSON.parse(expected).length / size), `size ${size}: number of pages`)
+        t.strictSame(JSON.parse(`[${batches.join(',')}]`), expected, `size ${size}`)
+        t.equal(batches.length, Math.ceil(expected.length / size), `size ${size}: number of pages`)
       }
     })
 
     t.test('a client that disconnects mid-listing stops the listing and leaks nothing', async (t) => {
+      const { app, token } = await setup(t)
+      await populate(app)
       const address = await app.listen({ port: 0, host: '127.0.0.1' })
       const { port } = app.server.address() as AddressInfo
       t.ok(address)
@@ -141,12 +162,15 @@ for (const kind of testDatabases()) {
         const response = await fetch(`http://127.0.0.1:${port}/admin/users`, { headers: { authorization: `Bearer ${token}` } })
         t.equal(response.status, 200)
         const body = await response.json() as unknown[]
-        if (i === 0 || i === 19) t.same(body, expected, `request ${i + 1}: complete`)
+        if (i === 0 || i === 19) t.strictSame(body, expected, `request ${i + 1}: complete`)
         else t.equal(body.length, expected.length, `request ${i + 1}: complete`)
       }
     })
 
     t.test('disconnects without any slowing down, many at once: the app and its pool stay healthy', async (t) => {
+      const { app, token, list } = await setup(t)
+      await populate(app)
+      await app.listen({ port: 0, host: '127.0.0.1' })
       const { port } = app.server.address() as AddressInfo
       await Promise.all(Array.from({ length: 15 }, () => new Promise<void>((resolve) => {
         const req = httpRequest({ port, host: '127.0.0.1', path: '/admin/users', headers: { authorization: `Bearer ${token}` } }, (res) => {
@@ -157,10 +181,11 @@ for (const kind of testDatabases()) {
       })))
       await delay(200)
       const responses = await Promise.all(Array.from({ length: 20 }, () => app.inject({ method: 'GET', url: '/users/me', headers: { authorization: `Bearer ${token}` } })))
-      t.same(responses.map((r) => r.statusCode), Array(20).fill(403), '20 requests answered (an admin token on /users/me)')
+      t.strictSame(responses.map((r) => r.statusCode), Array(20).fill(403), '20 requests answered (an admin token on /users/me)')
+      t.strictSame(responses.map((r) => r.json()), Array(20).fill({ statusCode: 403, error: 'Forbidden', message: 'Acceso denegado' }))
       const listing = await list()
       t.equal(listing.statusCode, 200)
-      t.equal(listing.json().length, (await expectedListing(app)).length)
+      t.strictSame(listing.json(), await expectedListing(app))
 
       const url = app.testDatabase.url
       if (!url) return
@@ -170,7 +195,7 @@ for (const kind of testDatabases()) {
       const stuck = await probe`
         select state, query from pg_stat_activity
         where datname = current_database() and pid <> pg_backend_pid() and state is not null and state <> 'idle'`
-      t.same([...stuck], [], 'no active or idle-in-transaction session')
+      t.strictSame([...stuck], [], 'no active or idle-in-transaction session')
     })
   })
 }

@@ -1,8 +1,13 @@
+import { eq } from 'drizzle-orm'
 import t from 'tap'
+import type { App } from '../../src/app.js'
+import { users } from '../../src/db/schema.js'
 import { build, seedAccounts, testDatabases, uniqueUser } from '../helper.js'
 
 const decodeClaims = (token: string) => JSON.parse(Buffer.from(token.split('.')[1], 'base64url').toString())
 const decodeHeader = (token: string) => JSON.parse(Buffer.from(token.split('.')[0], 'base64url').toString())
+/** The id the database gave the account: what every answer about it must carry, as a number. */
+const storedId = async (app: App, email: string) => (await app.database.db.select({ id: users.id }).from(users).where(eq(users.email, email)))[0]?.id
 
 for (const kind of testDatabases()) {
   t.test(`auth routes on ${kind}`, async (t) => {
@@ -13,20 +18,21 @@ for (const kind of testDatabases()) {
       const response = await app.inject({ method: 'POST', url: '/auth/signup', payload: { ...user, email: user.email.toUpperCase(), role: 'ROLE_ADMIN' } })
       t.equal(response.statusCode, 201)
       const body = response.json()
-      t.same(body, { id: body.id, username: user.username, email: user.email })
-      t.ok(Number.isInteger(body.id) && body.id > 2)
+      const id = await storedId(app, user.email)
+      t.ok(Number.isInteger(id) && id! > 2, 'stored after the seed accounts')
+      t.strictSame(body, { id, username: user.username, email: user.email })
       t.equal(response.headers['content-type'], 'application/json; charset=utf-8')
 
       const token = (await app.inject({ method: 'POST', url: '/auth/login', payload: { email: user.email, password: user.password } })).json().token
       const me = await app.inject({ method: 'GET', url: '/users/me', headers: { authorization: `Bearer ${token}` } })
       t.equal(me.statusCode, 200, 'the role field was ignored: the account is ROLE_USER')
-      t.same(me.json(), { id: body.id, username: user.username, email: user.email, role: 'ROLE_USER' })
+      t.strictSame(me.json(), { id, username: user.username, email: user.email, role: 'ROLE_USER' })
     })
 
     t.test('sign-up with invalid fields answers 400 with one message per field', async (t) => {
       const response = await app.inject({ method: 'POST', url: '/auth/signup', payload: { username: 'ab', email: 'not-an-email', password: 'sinnumeros' } })
       t.equal(response.statusCode, 400)
-      t.same(response.json(), {
+      t.strictSame(response.json(), {
         username: 'El username debe tener entre 3 y 20 caracteres',
         email: 'El email debe ser valido',
         password: 'La password debe tener al menos una numero, una letra minuscula y una letra mayuscula'
@@ -36,21 +42,23 @@ for (const kind of testDatabases()) {
     t.test('sign-up without a body answers 400', async (t) => {
       const response = await app.inject({ method: 'POST', url: '/auth/signup' })
       t.equal(response.statusCode, 400)
-      t.same(response.json(), { statusCode: 400, error: 'Bad Request', message: 'El cuerpo de la petición es obligatorio' })
+      t.strictSame(response.json(), { statusCode: 400, error: 'Bad Request', message: 'El cuerpo de la petición es obligatorio' })
     })
 
     t.test('duplicate e-mail and username (any case) answer 409 naming each field', async (t) => {
       const user = uniqueUser('dup')
-      t.equal((await app.inject({ method: 'POST', url: '/auth/signup', payload: user })).statusCode, 201)
+      const created = await app.inject({ method: 'POST', url: '/auth/signup', payload: user })
+      t.equal(created.statusCode, 201)
+      t.strictSame(created.json(), { id: await storedId(app, user.email), username: user.username, email: user.email })
       const both = await app.inject({ method: 'POST', url: '/auth/signup', payload: { ...user, username: user.username.toUpperCase() } })
       t.equal(both.statusCode, 409)
-      t.same(both.json(), { email: 'El email ya está registrado', username: 'El username ya está en uso' })
+      t.strictSame(both.json(), { email: 'El email ya está registrado', username: 'El username ya está en uso' })
       const emailOnly = await app.inject({ method: 'POST', url: '/auth/signup', payload: { ...user, username: 'otro' + user.username.slice(0, 10) } })
       t.equal(emailOnly.statusCode, 409)
-      t.same(emailOnly.json(), { email: 'El email ya está registrado' })
+      t.strictSame(emailOnly.json(), { email: 'El email ya está registrado' })
       const usernameOnly = await app.inject({ method: 'POST', url: '/auth/signup', payload: { ...user, email: 'otro.' + user.email } })
       t.equal(usernameOnly.statusCode, 409)
-      t.same(usernameOnly.json(), { username: 'El username ya está en uso' })
+      t.strictSame(usernameOnly.json(), { username: 'El username ya está en uso' })
     })
 
     t.test('login answers 200 with exactly id, token, username and e-mail, and a §6 token', async (t) => {
@@ -58,11 +66,13 @@ for (const kind of testDatabases()) {
       t.equal(response.statusCode, 200)
       t.equal(response.headers['cache-control'], 'no-store')
       const body = response.json()
-      t.same(Object.keys(body).sort(), ['email', 'id', 'token', 'username'])
-      t.same({ ...body, token: 'x' }, { id: 1, token: 'x', username: 'admin', email: 'admin@example.com' })
-      t.same(decodeHeader(body.token), { alg: 'HS256', typ: 'at+jwt' })
+      t.strictSame(Object.keys(body).sort(), ['email', 'id', 'token', 'username'])
+      t.strictSame({ ...body, token: 'x' }, { id: 1, token: 'x', username: 'admin', email: 'admin@example.com' })
+      t.strictSame(decodeHeader(body.token), { alg: 'HS256', typ: 'at+jwt' })
       const claims = decodeClaims(body.token)
-      t.match(claims, { sub: 'admin', role: 'ROLE_ADMIN', uid: 1, iss: 'user-management', aud: 'user-management', jti: /^[0-9a-f-]{36}$/ })
+      t.strictSame(claims, { sub: 'admin', role: 'ROLE_ADMIN', uid: 1, iss: 'user-management', aud: 'user-management', jti: claims.jti, iat: claims.iat, exp: claims.exp }, 'exactly the claims of §6')
+      t.match(claims.jti, /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/)
+      t.ok(Number.isInteger(claims.iat) && Math.abs(claims.iat - Date.now() / 1000) < 60, 'iat is now, in seconds')
       t.equal(claims.exp - claims.iat, 86400)
     })
 
@@ -71,19 +81,19 @@ for (const kind of testDatabases()) {
       const wrong = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: seedAccounts.user.email, password: 'Wrong12345' } })
       const unknown = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: 'nadie@example.com', password: 'Wrong12345' } })
       t.equal(wrong.statusCode, 401)
-      t.same(wrong.json(), expected)
+      t.strictSame(wrong.json(), expected)
       t.equal(unknown.statusCode, 401)
-      t.same(unknown.json(), expected)
+      t.strictSame(unknown.json(), expected)
       t.notOk(wrong.headers['www-authenticate'], 'login\'s 401 carries no WWW-Authenticate')
     })
 
     t.test('login validates presence, type and e-mail format only', async (t) => {
       const response = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: 'x', password: 1 } })
       t.equal(response.statusCode, 400)
-      t.same(response.json(), { email: 'El email debe ser valido', password: 'La password debe ser un texto' })
+      t.strictSame(response.json(), { email: 'El email debe ser valido', password: 'La password debe ser un texto' })
       const weak = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: 'a@example.com', password: 'abc' } })
       t.equal(weak.statusCode, 401, 'a password that breaks the sign-up rules is still just checked')
-      t.same(weak.json(), { statusCode: 401, error: 'Unauthorized', message: 'Credenciales inválidas' })
+      t.strictSame(weak.json(), { statusCode: 401, error: 'Unauthorized', message: 'Credenciales inválidas' })
     })
   })
 }

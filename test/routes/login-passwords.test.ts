@@ -1,58 +1,72 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import argon2 from 'argon2'
 import { eq } from 'drizzle-orm'
 import { users } from '../../src/db/schema.js'
 import { build, captureLog, testDatabases, uniqueUser } from '../helper.js'
 
 const invalidCredentials = { statusCode: 401, error: 'Unauthorized', message: 'Credenciales inválidas' }
+/** A login's 200 body with the token masked: `{ id, token, username, email }`, nothing else. */
+const loginAnswer = (row: { id: number, username: string, email: string }) => ({ id: row.id, token: 'x', username: row.username, email: row.email })
 
 for (const kind of testDatabases()) {
   t.test(`sign-up and login rules on ${kind}`, async (t) => {
     const hashTimings: string[] = []
     const app = await build(t, kind, { onHashTiming: (operation) => hashTimings.push(operation) })
     const { db } = app.testDatabase.database
+    /** Signs `body` up and checks the whole 201 against the row stored. */
+    async function signUp (t: Test, body: { username: string, email: string, password: string }) {
+      const response = await app.inject({ method: 'POST', url: '/auth/signup', payload: body })
+      t.equal(response.statusCode, 201)
+      const [row] = await db.select().from(users).where(eq(users.email, body.email))
+      t.strictSame(response.json(), { id: row?.id, username: body.username, email: body.email })
+    }
 
     t.test('20 identical sign-ups at once: one 201 and nineteen 409, never a 500', async (t) => {
       const body = uniqueUser('race')
       const responses = await Promise.all(Array.from({ length: 20 }, () => app.inject({ method: 'POST', url: '/auth/signup', payload: body })))
       const statuses = responses.map((r) => r.statusCode).sort()
-      t.same(statuses, [201, ...Array(19).fill(409)])
+      t.strictSame(statuses, [201, ...Array(19).fill(409)])
       for (const response of responses.filter((r) => r.statusCode === 409)) {
-        t.same(response.json(), { email: 'El email ya está registrado', username: 'El username ya está en uso' })
+        t.strictSame(response.json(), { email: 'El email ya está registrado', username: 'El username ya está en uso' })
       }
       const rows = await db.select().from(users).where(eq(users.email, body.email))
       t.equal(rows.length, 1, 'exactly one row stored')
+      const created = responses.find((r) => r.statusCode === 201)!
+      t.strictSame(created.json(), { id: rows[0].id, username: body.username, email: body.email })
     })
 
     t.test('a stored hash weaker than the configured cost is re-hashed on a successful login', async (t) => {
       const body = uniqueUser('rehash')
-      t.equal((await app.inject({ method: 'POST', url: '/auth/signup', payload: body })).statusCode, 201)
+      await signUp(t, body)
       const weak = await argon2.hash(body.password, { type: argon2.argon2id, memoryCost: 128, timeCost: 1, parallelism: 1 })
       await db.update(users).set({ passwordHash: weak }).where(eq(users.email, body.email))
 
       const login = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: body.email, password: body.password } })
       t.equal(login.statusCode, 200)
       const [row] = await db.select().from(users).where(eq(users.email, body.email))
+      t.strictSame({ ...login.json(), token: 'x' }, loginAnswer(row))
       t.not(row.passwordHash, weak, 'the hash was replaced')
       t.match(row.passwordHash, /^\$argon2id\$v=19\$m=256,p=1,t=1\$/, 'with the configured cost')
       t.ok(await argon2.verify(row.passwordHash, body.password), 'and still verifies the same password')
 
       const again = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: body.email, password: body.password } })
       t.equal(again.statusCode, 200)
+      t.strictSame({ ...again.json(), token: 'x' }, loginAnswer(row))
       const [unchanged] = await db.select().from(users).where(eq(users.email, body.email))
       t.equal(unchanged.passwordHash, row.passwordHash, 'a hash at the configured cost is left alone')
     })
 
     t.test('a login password over 128 characters is refused without hashing', async (t) => {
       const body = uniqueUser('long')
-      t.equal((await app.inject({ method: 'POST', url: '/auth/signup', payload: body })).statusCode, 201)
+      await signUp(t, body)
       const before = hashTimings.length
       const response = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: body.email, password: 'A1a' + 'x'.repeat(126) } })
       t.equal(response.statusCode, 401)
-      t.same(response.json(), invalidCredentials)
+      t.strictSame(response.json(), invalidCredentials)
       t.equal(hashTimings.length, before, 'argon2 never ran')
       const exactly128 = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: body.email, password: 'A1a' + 'x'.repeat(125) } })
       t.equal(exactly128.statusCode, 401)
+      t.strictSame(exactly128.json(), invalidCredentials)
       t.equal(hashTimings.length, before + 1, '128 characters are still verified')
     })
 
@@ -60,19 +74,20 @@ for (const kind of testDatabases()) {
       const before = hashTimings.length
       const response = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: 'nobody.here@example.com', password: 'Secreto123' } })
       t.equal(response.statusCode, 401)
-      t.same(response.json(), invalidCredentials)
-      t.same(hashTimings.slice(before), ['verify'], 'one argon2 verify ran')
+      t.strictSame(response.json(), invalidCredentials)
+      t.strictSame(hashTimings.slice(before), ['verify'], 'one argon2 verify ran')
     })
 
     t.test('the e-mail is matched without regard to case; the password is not', async (t) => {
       const body = uniqueUser('case')
-      t.equal((await app.inject({ method: 'POST', url: '/auth/signup', payload: body })).statusCode, 201)
+      await signUp(t, body)
       const upper = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: body.email.toUpperCase(), password: body.password } })
       t.equal(upper.statusCode, 200)
-      t.equal(upper.json().email, body.email)
+      const [row] = await db.select().from(users).where(eq(users.email, body.email))
+      t.strictSame({ ...upper.json(), token: 'x' }, loginAnswer(row), 'the e-mail as stored, lower-cased')
       const swapped = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: body.email, password: body.password.toLowerCase() } })
       t.equal(swapped.statusCode, 401)
-      t.same(swapped.json(), invalidCredentials)
+      t.strictSame(swapped.json(), invalidCredentials)
     })
   })
 }
@@ -87,9 +102,10 @@ t.test('hashing saturated: beyond the running and 64 waiting jobs, 503 with Retr
   t.equal(refused.length + served.length, 100, 'every login is either served or refused')
   t.ok(refused.length >= 35, `at least the 35 beyond the queue are refused (${refused.length})`)
   t.ok(served.length >= 1, `the running and some queued ones are served (${served.length})`)
+  for (const response of served) t.strictSame({ ...response.json(), token: 'x' }, { id: 2, token: 'x', username: 'user', email: 'user@example.com' })
   for (const response of refused) {
     t.equal(response.headers['retry-after'], '1')
-    t.same(response.json(), { statusCode: 503, error: 'Service Unavailable', message: 'Servicio no disponible' })
+    t.strictSame(response.json(), { statusCode: 503, error: 'Service Unavailable', message: 'Servicio no disponible' })
   }
 })
 
@@ -112,7 +128,7 @@ t.test('a failed re-hash is logged and the login still succeeds', async (t) => {
   app.usersRepository.updatePasswordHash = async () => { throw new Error('disk full') }
   const login = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: 'user@example.com', password: 'User12345' } })
   t.equal(login.statusCode, 200)
-  t.same({ ...login.json(), token: 'x' }, { id: 2, token: 'x', username: 'user', email: 'user@example.com' })
+  t.strictSame({ ...login.json(), token: 'x' }, { id: 2, token: 'x', username: 'user', email: 'user@example.com' })
   const warning = log.lines.find((entry) => entry.msg === 'password re-hash failed; login goes on')
   t.match(warning, { level: 40, userId: 2, err: { message: 'disk full' } }, 'the failure is logged as a warning')
 })

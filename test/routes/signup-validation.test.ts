@@ -1,4 +1,7 @@
+import { eq } from 'drizzle-orm'
 import t from 'tap'
+import type { App } from '../../src/app.js'
+import { users } from '../../src/db/schema.js'
 import { build, testDatabases } from '../helper.js'
 
 const M = {
@@ -15,6 +18,9 @@ const M = {
   passwordComposition: 'La password debe tener al menos una numero, una letra minuscula y una letra mayuscula'
 }
 const general = (statusCode: number, error: string, message: string) => ({ statusCode, error, message })
+const invalidCredentials = general(401, 'Unauthorized', 'Credenciales inválidas')
+/** The id the database gave the account: what the 201 must carry, as a number. */
+const storedId = async (app: App, email: string) => (await app.database.db.select({ id: users.id }).from(users).where(eq(users.email, email)))[0]?.id
 
 let n = 0
 const valid = () => {
@@ -74,7 +80,7 @@ for (const kind of testDatabases()) {
       t.test(what, async (t) => {
         const response = await signup({ ...valid(), ...overrides })
         t.equal(response.statusCode, 400)
-        t.same(response.json(), expected)
+        t.strictSame(response.json(), expected)
       })
     }
 
@@ -83,7 +89,7 @@ for (const kind of testDatabases()) {
         t.test(`${field} as ${what}`, async (t) => {
           const response = await signup({ ...valid(), [field]: value })
           t.equal(response.statusCode, 400)
-          t.same(response.json(), { [field]: typeMessages[field] })
+          t.strictSame(response.json(), { [field]: typeMessages[field] })
         })
       }
     }
@@ -93,11 +99,16 @@ for (const kind of testDatabases()) {
         const body = { ...valid(), ...overrides }
         const response = await signup(body)
         t.equal(response.statusCode, 201)
-        t.same(response.json(), { id: response.json().id, username: body.username, email: String(body.email).toLowerCase() })
+        const email = String(body.email).toLowerCase()
+        const id = await storedId(app, email)
+        t.ok(Number.isInteger(id), 'stored')
+        t.strictSame(response.json(), { id, username: body.username, email })
         const login = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: body.email, password: body.password } })
         t.equal(login.statusCode, 200, 'the password is compared exactly as received')
+        t.strictSame({ ...login.json(), token: 'x' }, { id, token: 'x', username: body.username, email })
         const trimmed = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: body.email, password: String(body.password).trim() + (String(body.password).trim() === body.password ? 'x' : '') } })
         t.equal(trimmed.statusCode, 401, 'a changed password is refused')
+        t.strictSame(trimmed.json(), invalidCredentials)
       })
     }
 
@@ -105,8 +116,14 @@ for (const kind of testDatabases()) {
       const body = { ...valid(), role: 'ROLE_ADMIN', id: 999, extra: { a: 1 } }
       const response = await signup(body)
       t.equal(response.statusCode, 201)
-      t.same(response.json(), { id: response.json().id, username: body.username, email: body.email })
-      t.not(response.json().id, 999)
+      const id = await storedId(app, body.email)
+      t.ok(Number.isInteger(id), 'stored')
+      t.strictSame(response.json(), { id, username: body.username, email: body.email })
+      t.not(id, 999)
+      const token = (await app.inject({ method: 'POST', url: '/auth/login', payload: { email: body.email, password: body.password } })).json().token
+      const me = await app.inject({ method: 'GET', url: '/users/me', headers: { authorization: `Bearer ${token}` } })
+      t.equal(me.statusCode, 200)
+      t.strictSame(me.json(), { id, username: body.username, email: body.email, role: 'ROLE_USER' }, 'stored as ROLE_USER')
     })
 
     t.test('bodies that are not a JSON object', async (t) => {
@@ -124,20 +141,20 @@ for (const kind of testDatabases()) {
       for (const [what, send, status, body] of cases) {
         const response = await send()
         t.equal(response.statusCode, status, what)
-        t.same(response.json(), body, what)
+        t.strictSame(response.json(), body, what)
       }
     })
 
     t.test('login bodies get the same treatment', async (t) => {
       const absent = await app.inject({ method: 'POST', url: '/auth/login' })
       t.equal(absent.statusCode, 400)
-      t.same(absent.json(), general(400, 'Bad Request', 'El cuerpo de la petición es obligatorio'))
+      t.strictSame(absent.json(), general(400, 'Bad Request', 'El cuerpo de la petición es obligatorio'))
       const missing = await app.inject({ method: 'POST', url: '/auth/login', payload: {} })
       t.equal(missing.statusCode, 400)
-      t.same(missing.json(), { email: M.emailMissing, password: M.passwordMissing })
+      t.strictSame(missing.json(), { email: M.emailMissing, password: M.passwordMissing })
       const types = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: ['a@b.co'], password: null } })
       t.equal(types.statusCode, 400)
-      t.same(types.json(), { email: M.emailType, password: M.passwordType })
+      t.strictSame(types.json(), { email: M.emailType, password: M.passwordType })
     })
 
     t.test('__proto__ and constructor keys never reach an object', async (t) => {
@@ -145,11 +162,14 @@ for (const kind of testDatabases()) {
       const raw = `{"__proto__": {"role": "ROLE_ADMIN", "polluted": true}, "constructor": {"prototype": {"polluted": true}}, "username": "${body.username}", "email": "${body.email}", "password": "${body.password}"}`
       const response = await signup(raw, { 'content-type': 'application/json' })
       t.equal(response.statusCode, 201)
-      t.same(response.json(), { id: response.json().id, username: body.username, email: body.email })
+      const id = await storedId(app, body.email)
+      t.ok(Number.isInteger(id), 'stored')
+      t.strictSame(response.json(), { id, username: body.username, email: body.email })
       t.equal(({} as Record<string, unknown>).polluted, undefined, 'Object.prototype is untouched')
       const token = (await app.inject({ method: 'POST', url: '/auth/login', payload: { email: body.email, password: body.password } })).json().token
       const listing = await app.inject({ method: 'GET', url: '/admin/users', headers: { authorization: `Bearer ${token}` } })
       t.equal(listing.statusCode, 403, 'the account is not an admin')
+      t.strictSame(listing.json(), general(403, 'Forbidden', 'Acceso denegado'))
     })
   })
 }

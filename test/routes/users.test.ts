@@ -21,27 +21,27 @@ for (const kind of testDatabases()) {
     t.test('no body at all → 200 with the record as stored', async (t) => {
       const response = await me()
       t.equal(response.statusCode, 200)
-      t.same(response.json(), record)
+      t.strictSame(response.json(), record)
       t.equal(response.headers['content-type'], 'application/json; charset=utf-8')
     })
 
     t.test('Content-Type: application/json with an empty body is an absent body → 200', async (t) => {
       const response = await me({ payload: '', contentType: 'application/json' })
       t.equal(response.statusCode, 200)
-      t.same(response.json(), record)
+      t.strictSame(response.json(), record)
     })
 
     t.test('an empty object → 200', async (t) => {
       const response = await json({})
       t.equal(response.statusCode, 200)
-      t.same(response.json(), record)
+      t.strictSame(response.json(), record)
     })
 
     t.test('the caller\'s own e-mail, in any case → 200', async (t) => {
       for (const email of [user.email, user.email.toUpperCase(), 'User@Example.COM']) {
         const response = await json({ email, password: 'User12345' })
         t.equal(response.statusCode, 200, email)
-        t.same(response.json(), record)
+        t.strictSame(response.json(), record)
       }
     })
 
@@ -49,7 +49,7 @@ for (const kind of testDatabases()) {
       for (const password of ['Wrong!!!', '', 42, null, { a: 1 }]) {
         const response = await json({ email: user.email, password })
         t.equal(response.statusCode, 200, JSON.stringify(password))
-        t.same(response.json(), record)
+        t.strictSame(response.json(), record)
       }
     })
 
@@ -57,7 +57,7 @@ for (const kind of testDatabases()) {
       for (const email of [seedAccounts.admin.email, 'nadie@example.com']) {
         const response = await json({ email, password: seedAccounts.admin.password })
         t.equal(response.statusCode, 403, email)
-        t.same(response.json(), forbidden)
+        t.strictSame(response.json(), forbidden)
       }
     })
 
@@ -68,7 +68,7 @@ for (const kind of testDatabases()) {
         const expected = email === 42
           ? { email: 'El email debe ser un texto' }
           : email === '' ? { email: 'El email es obligatorio' } : { email: 'El email debe ser valido' }
-        t.same(response.json(), expected)
+        t.strictSame(response.json(), expected)
       }
     })
 
@@ -76,29 +76,29 @@ for (const kind of testDatabases()) {
       for (const payload of ['[]', '"user@example.com"', '42', 'true', 'null', '[{"email":"user@example.com"}]']) {
         const response = await me({ payload, contentType: 'application/json' })
         t.equal(response.statusCode, 400, payload)
-        t.same(response.json(), notObject)
+        t.strictSame(response.json(), notObject)
       }
     })
 
     t.test('malformed JSON → 400, other content types → 415', async (t) => {
       const malformed = await me({ payload: '{"email":', contentType: 'application/json' })
       t.equal(malformed.statusCode, 400)
-      t.same(malformed.json(), { statusCode: 400, error: 'Bad Request', message: 'El cuerpo de la petición no es un JSON válido' })
+      t.strictSame(malformed.json(), { statusCode: 400, error: 'Bad Request', message: 'El cuerpo de la petición no es un JSON válido' })
       const text = await me({ payload: 'email=user@example.com', contentType: 'text/plain' })
       t.equal(text.statusCode, 415)
-      t.same(text.json(), { statusCode: 415, error: 'Unsupported Media Type', message: 'Tipo de contenido no soportado' })
+      t.strictSame(text.json(), { statusCode: 415, error: 'Unsupported Media Type', message: 'Tipo de contenido no soportado' })
     })
 
     t.test('__proto__ in the body reaches nothing', async (t) => {
       const response = await me({ payload: '{"__proto__":{"email":"admin@example.com"},"email":"user@example.com"}', contentType: 'application/json' })
       t.equal(response.statusCode, 200)
-      t.same(response.json(), record)
+      t.strictSame(response.json(), record)
     })
 
     t.test('the response is the stored record, never the body\'s fields or a hash', async (t) => {
       const response = await json({ email: user.email, username: 'someone', role: 'ROLE_ADMIN', id: 1 })
       t.equal(response.statusCode, 200)
-      t.same(response.json(), record)
+      t.strictSame(response.json(), record)
       t.notMatch(response.body, /argon2|password/)
     })
   })
