@@ -7,6 +7,7 @@ import t from 'tap'
 import { users } from '../../src/db/schema.js'
 import type { App } from '../../src/app.js'
 import { listUsersJson } from '../../src/users/users-listing.js'
+import { newUserRow } from '../../src/users/users-repository.js'
 import { build, login, seedAccounts, testDatabases } from '../helper.js'
 
 const { admin, user } = seedAccounts
@@ -18,7 +19,7 @@ async function insertUsers (app: App, count: number, prefix = 'bulk'): Promise<v
   for (let start = 0; start < count; start += 2000) {
     const rows = Array.from({ length: Math.min(2000, count - start) }, (_, i) => {
       const n = start + i
-      return { username: `${prefix}${n}`, email: `${prefix}.${n}@example.com`, passwordHash: 'not-a-real-hash', role: n % 7 === 0 ? 'ROLE_ADMIN' as const : 'ROLE_USER' as const }
+      return newUserRow({ username: `${prefix}${n}`, email: `${prefix}.${n}@example.com`, passwordHash: 'not-a-real-hash', role: n % 7 === 0 ? 'ROLE_ADMIN' : 'ROLE_USER' })
     })
     await app.database.db.insert(users).values(rows)
   }
@@ -66,7 +67,7 @@ for (const kind of testDatabases()) {
         { username: 'Zoë "quoted"', email: 'zoe+tag@example.com' },
         { username: 'back\\slash/ü😀', email: 'o\'brien@example.com' }
       ]
-      await app.database.db.insert(users).values(odd.map((row) => ({ ...row, passwordHash: 'x' })))
+      await app.database.db.insert(users).values(odd.map((row) => newUserRow({ ...row, passwordHash: 'x' })))
       t.teardown(() => app.database.db.delete(users).where(inArray(users.email, odd.map((row) => row.email))))
       const response = await list()
       t.equal(response.statusCode, 200)
