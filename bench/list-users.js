@@ -60,14 +60,15 @@ try {
   const bootstrap = await startService({ databaseUrl: database.url, port })
   await bootstrap.stop()
   const hash = await argon2.hash(ADMIN.password, { type: argon2.argon2id, memoryCost: 19456, timeCost: 2, parallelism: 1 })
-  await sql`insert into users (username, email, password_hash, role) values (${ADMIN.username}, ${ADMIN.email}, ${hash}, 'ROLE_ADMIN')`
+  // ASCII lower-case names: each is its own username_key (src/users/user.ts).
+  await sql`insert into users (username, username_key, email, password_hash, role) values (${ADMIN.username}, ${ADMIN.username}, ${ADMIN.email}, ${hash}, 'ROLE_ADMIN')`
 
   let users = 1
   for (const size of sizes) {
     const started = performance.now()
     await sql`
-      insert into users (username, email, password_hash, role)
-      select 'user' || g, 'user' || g || '@example.com', '$argon2id$v=19$m=19456,t=2,p=1$ZmFrZQ$ZmFrZWhhc2g', case when g % 100 = 0 then 'ROLE_ADMIN' else 'ROLE_USER' end
+      insert into users (username, username_key, email, password_hash, role)
+      select 'user' || g, 'user' || g, 'user' || g || '@example.com', '$argon2id$v=19$m=19456,t=2,p=1$ZmFrZQ$ZmFrZWhhc2g', case when g % 100 = 0 then 'ROLE_ADMIN' else 'ROLE_USER' end
       from generate_series(${users}::int, ${size - 1}::int) as g`
     users = size
     await sql`vacuum analyze users`

@@ -156,9 +156,10 @@ try {
 
   // Seed: an admin, a user, and filler up to 10^4 accounts, all with real argon2id hashes of the configured cost.
   const hash = await argon2.hash('Bench12345', { type: argon2.argon2id, ...COST })
-  await sql`insert into users (username, email, password_hash, role) values ('benchadmin', 'bench-admin@example.com', ${hash}, 'ROLE_ADMIN'), ('benchuser', 'bench-user@example.com', ${hash}, 'ROLE_USER')`
-  await sql`insert into users (username, email, password_hash)
-    select 'filler' || g, 'filler' || g || '@example.com', ${hash} from generate_series(3, ${LIST_USERS}) as g`
+  // ASCII lower-case names: each is its own username_key (src/users/user.ts).
+  await sql`insert into users (username, username_key, email, password_hash, role) values ('benchadmin', 'benchadmin', 'bench-admin@example.com', ${hash}, 'ROLE_ADMIN'), ('benchuser', 'benchuser', 'bench-user@example.com', ${hash}, 'ROLE_USER')`
+  await sql`insert into users (username, username_key, email, password_hash)
+    select 'filler' || g, 'filler' || g, 'filler' || g || '@example.com', ${hash} from generate_series(3, ${LIST_USERS}) as g`
   await sql`vacuum analyze users`
   const userLogin = { email: 'bench-user@example.com', password: 'Bench12345' }
   const userToken = JSON.parse((await request(base, 'POST', '/auth/login', { body: userLogin })).text).token

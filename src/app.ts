@@ -12,6 +12,7 @@ import usersPlugin from './plugins/users.js'
 import authPlugin from './plugins/auth.js'
 import errorHandlerPlugin from './plugins/error-handler.js'
 import httpEdgesPlugin from './plugins/http-edges.js'
+import jsonBodyPlugin from './plugins/json-body.js'
 import metricsPlugin from './plugins/metrics.js'
 import responseDeadlinePlugin from './plugins/response-deadline.js'
 import limitsRedisPlugin from './limits/redis-connection.js'
@@ -74,6 +75,8 @@ export async function buildApp (config: Config, deps: AppDependencies = {}) {
   app.addHttpMethod('GET', { hasBody: true, overrideExisting: true })
   // Every body is JSON; Fastify's built-in text/plain parser would let other types through (415).
   app.removeContentTypeParser('text/plain')
+  // Strict UTF-8, and an empty body is an absent one.
+  await app.register(jsonBodyPlugin)
 
   // Ecosystem plugins.
   await app.register(sensible, { sharedSchemaId: HTTP_ERROR_ID })

@@ -1,5 +1,5 @@
 import { STATUS_CODES } from 'node:http'
-import { messages, type FieldRule, type ValidatedField } from './messages.js'
+import { FIELD_RULES, messages, type FieldRule, type ValidatedField } from './messages.js'
 import type { UniqueField } from './domain-errors.js'
 
 /** The contract's general error body: `{ statusCode, error, message }`. */
@@ -14,10 +14,18 @@ export function duplicateFields (fields: readonly UniqueField[]): Record<string,
 
 interface AjvError { keyword: string, instancePath: string, params: Record<string, unknown> }
 
-// CONTRACT §4: per field, the first failing rule in this order wins.
-const RULE_ORDER: readonly FieldRule[] = ['missing', 'type', 'length', 'format']
+// CONTRACT §4: per field, the first failing rule wins (FIELD_RULES's order). A username's two
+// format rules: forbidden characters before white space at the ends.
 const RULE_OF_KEYWORD: Record<string, FieldRule> = {
-  required: 'missing', not: 'missing', type: 'type', minLength: 'length', maxLength: 'length', pattern: 'format', format: 'format'
+  required: 'missing',
+  not: 'missing',
+  type: 'type',
+  minLength: 'length',
+  maxLength: 'length',
+  nfcLength: 'length',
+  pattern: 'format',
+  format: 'format',
+  noOuterSpace: 'spaces'
 }
 
 /** Turns the validator's errors into `{ field: message }`, or undefined when the body itself is wrong. */
@@ -29,7 +37,9 @@ export function fieldErrors (errors: readonly AjvError[]): Record<string, string
     const rule = RULE_OF_KEYWORD[error.keyword]
     if (!(field in messages.fields) || !rule) continue
     const current = rules.get(field)
-    if (!current || RULE_ORDER.indexOf(rule) < RULE_ORDER.indexOf(current)) rules.set(field, rule)
+    if (!current || FIELD_RULES.indexOf(rule) < FIELD_RULES.indexOf(current)) rules.set(field, rule)
   }
-  return Object.fromEntries([...rules].map(([field, rule]) => [field, messages.fields[field][rule]]))
+  // Only the username's schema has a `spaces` keyword, so every rule found has its text.
+  const texts: Record<ValidatedField, Partial<Record<FieldRule, string>>> = messages.fields
+  return Object.fromEntries([...rules].map(([field, rule]) => [field, texts[field][rule] as string]))
 }

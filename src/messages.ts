@@ -5,7 +5,8 @@ export const messages = {
       missing: 'El username es obligatorio',
       type: 'El username debe ser un texto',
       length: 'El username debe tener entre 3 y 20 caracteres',
-      format: 'El username no puede contener caracteres de control'
+      format: 'El username no puede contener caracteres de control',
+      spaces: 'El username no puede empezar ni terminar con espacios'
     },
     email: {
       missing: 'El email es obligatorio',
@@ -44,4 +45,6 @@ export const messages = {
 } as const
 
 export type ValidatedField = keyof typeof messages.fields
-export type FieldRule = keyof typeof messages.fields.username
+/** The rules of CONTRACT §4, in the order in which the first failing one wins; only usernames have `spaces`. */
+export const FIELD_RULES = ['missing', 'type', 'length', 'format', 'spaces'] as const
+export type FieldRule = typeof FIELD_RULES[number]

@@ -1,6 +1,7 @@
 import { AjvCompiler } from '@fastify/ajv-compiler'
 import type { TSchema } from '@sinclair/typebox'
 import type { Ajv } from 'ajv'
+import { hasOuterSpace, usernameLength } from './users/user.js'
 
 export const MAX_EMAIL_LENGTH = 254
 
@@ -19,7 +20,21 @@ export function isEmail (value: string): boolean {
  */
 export const ajvOptions = {
   customOptions: { allErrors: true, coerceTypes: false, removeAdditional: false, useDefaults: false },
-  onCreate: (ajv: Ajv) => { ajv.addFormat('email', { type: 'string', validate: isEmail }) }
+  onCreate: (ajv: Ajv) => {
+    ajv.addFormat('email', { type: 'string', validate: isEmail })
+    // The username rules JSON Schema cannot say (CONTRACT §4); src/error-bodies.ts gives each its rule.
+    ajv.addKeyword({
+      keyword: 'nfcLength',
+      type: 'string',
+      schemaType: 'object',
+      errors: false,
+      validate: (range: { minimum: number, maximum: number }, value: string) => {
+        const length = usernameLength(value)
+        return length >= range.minimum && length <= range.maximum
+      }
+    })
+    ajv.addKeyword({ keyword: 'noOuterSpace', type: 'string', schemaType: 'boolean', errors: false, validate: (on: boolean, value: string) => !on || !hasOuterSpace(value) })
+  }
 }
 
 export interface BodyValidator {

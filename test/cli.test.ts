@@ -130,6 +130,20 @@ t.test('against PostgreSQL', { skip: process.env.TEST_DATABASE_URL ? false : 'TE
     t.equal((await sql`select count(*)::int as n from users`)[0].n, 1, 'nothing stored')
   })
 
+  t.test('usernames follow the API: the same rules, NFC storage and the NFKC + lower-case key', async (t) => {
+    const { env, sql } = await setup(t, [{ username: 'Jefa', email: 'jefa@example.com', role: 'ROLE_ADMIN' }])
+    const hidden = await cli(['create-admin', 'jefa\u200b', 'oculta@example.com'], { ...env, ADMIN_PASSWORD: 'Secreto123' })
+    t.equal(hidden.code, 1)
+    t.equal(hidden.stderr, 'The account breaks the sign-up rules:\n  username: El username no puede contener caracteres de control\n')
+    const fullwidth = await cli(['create-admin', '\uff2a\uff25\uff26\uff21', 'ancha@example.com'], { ...env, ADMIN_PASSWORD: 'Secreto123' })
+    t.equal(fullwidth.code, 1)
+    t.equal(fullwidth.stderr, 'Not created:\n  username: El username ya está en uso\n')
+    const decomposed = await cli(['create-admin', 'Jose\u0301', 'jose@example.com'], { ...env, ADMIN_PASSWORD: 'Secreto123' })
+    t.equal(decomposed.code, 0, decomposed.stderr)
+    const [stored] = await sql`select username, username_key from users where email = 'jose@example.com'`
+    t.strictSame({ ...stored }, { username: 'Jos\u00e9', username_key: 'jos\u00e9' })
+  })
+
   t.test('set-role changes the role, prints it and logs role_changed', async (t) => {
     const { env, row } = await setup(t, [{ username: 'segunda', email: 'segunda@example.com', role: 'ROLE_ADMIN' }])
     const { id } = await row('segunda@example.com')

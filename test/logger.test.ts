@@ -5,6 +5,7 @@ import pino from 'pino'
 import t from 'tap'
 import { loadConfig } from '../src/config.js'
 import { users } from '../src/db/schema.js'
+import { newUserRow } from '../src/users/users-repository.js'
 import { baseLoggerOptions, describeError, loggerOptions } from '../src/logger.js'
 import { buildApp } from '../src/app.js'
 import { openMigratedPglite } from '../src/db/snapshot.js'
@@ -52,8 +53,8 @@ for (const kind of testDatabases()) {
 
     const badCast = await rejection(database.db.execute(sql`select ${'secret.person@example.com'}::int`))
     const row = { username: 'leakyname', email: 'leaky.person@example.com', passwordHash: '$argon2id$v=19$m=19456,p=1,t=2$leak$leak' }
-    await database.db.insert(users).values(row)
-    const duplicate = await rejection(database.db.insert(users).values({ ...row, username: 'othername' }))
+    await database.db.insert(users).values(newUserRow(row))
+    const duplicate = await rejection(database.db.insert(users).values(newUserRow({ ...row, username: 'othername' })))
     logger.error({ err: badCast }, 'bad cast')
     logger.error({ err: duplicate }, 'duplicate')
 

@@ -1,17 +1,18 @@
 import { sql } from 'drizzle-orm'
-import { check, integer, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core'
+import { check, integer, pgTable, text, timestamp } from 'drizzle-orm/pg-core'
 import { ROLES, type Role } from '../users/user.js'
 
 export const users = pgTable('users', {
   id: integer().primaryKey().generatedAlwaysAsIdentity(),
   username: text().notNull(),
+  // Usernames are unique by this key (src/users/user.ts), which the service computes and sends;
+  // migration 0002's trigger fills it only for writers that do not (the previous release).
+  usernameKey: text('username_key').notNull().unique('users_username_key_unique'),
   email: text().notNull().unique('users_email_unique'),
   passwordHash: text('password_hash').notNull(),
   role: text().$type<Role>().notNull().default('ROLE_USER'),
   createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow()
 }, (t) => [
-  // Usernames are unique without regard to case: "Ana" and "ana" are one account name.
-  uniqueIndex('users_username_lower_idx').on(sql`lower(${t.username})`),
   // Sign-up and the CLI lower-case e-mails; the constraint keeps any other writer honest.
   check('users_email_lower_check', sql`${t.email} = lower(${t.email})`),
   check('users_role_check', sql`${t.role} in (${sql.raw(ROLES.map((role) => `'${role}'`).join(', '))})`),

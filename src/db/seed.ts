@@ -1,13 +1,13 @@
 import type { Config } from '../config.js'
 import type { AppDatabase } from './database.js'
 import { users } from './schema.js'
-import { normalizeEmail } from '../users/user.js'
+import { newUserRow } from '../users/users-repository.js'
 
 /** The two development accounts of CONTRACT §2; never called in production. */
 export async function seedDevelopmentAccounts (db: AppDatabase, seed: Config['seed'], hash: (password: string) => Promise<string>): Promise<void> {
   const [adminHash, userHash] = await Promise.all([hash(seed.admin.password), hash(seed.user.password)])
   await db.insert(users).values([
-    { username: 'admin', email: normalizeEmail(seed.admin.email), passwordHash: adminHash, role: 'ROLE_ADMIN' },
-    { username: 'user', email: normalizeEmail(seed.user.email), passwordHash: userHash, role: 'ROLE_USER' }
+    newUserRow({ username: 'admin', email: seed.admin.email, passwordHash: adminHash, role: 'ROLE_ADMIN' }),
+    newUserRow({ username: 'user', email: seed.user.email, passwordHash: userHash, role: 'ROLE_USER' })
   ]).onConflictDoNothing()
 }

@@ -7,21 +7,14 @@ import { MeBody, UserRecord } from '../schemas/users.js'
 
 /** GET /users/me: the caller's own record, for ROLE_USER tokens only. */
 const usersRoutes: FastifyPluginAsyncTypebox = async function (app) {
-  // The body is optional, and clients often send `Content-Type: application/json` on every
-  // request: in this scope an empty JSON body is an absent one, not a 400.
-  const parseJson = app.getDefaultJsonParser('remove', 'remove')
-  app.removeContentTypeParser('application/json')
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
-    if (body.length === 0) done(null, undefined)
-    else parseJson(request, body as string, done)
-  })
-
   app.get('/me', {
     config: { role: 'ROLE_USER' },
     // The HEAD twin would inherit the body schema, which HEAD cannot have.
     exposeHeadRoute: false,
-    // The own-info body is optional: an absent one is an empty request, not an invalid one.
-    // Only undefined is absent: a JSON `null` was sent, and is not an object (400).
+    // The own-info body is optional: an absent one (no body, or an empty one with
+    // `Content-Type: application/json`, which clients often send on every request) is an
+    // empty request, not an invalid one. Only undefined is absent: a JSON `null` was sent,
+    // and is not an object (400).
     preValidation: async (request) => { if (request.body === undefined) request.body = {} },
     schema: {
       tags: ['users'],

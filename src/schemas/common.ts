@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox'
-import { ROLES } from '../users/user.js'
+import { ROLES, USERNAME_BLANK, USERNAME_CHARACTERS, USERNAME_LENGTH } from '../users/user.js'
 import { MAX_EMAIL_LENGTH } from '../validation.js'
 
 // "Blank" is part of "missing" in CONTRACT §4; `type: 'string'` inside keeps a number from
@@ -10,8 +10,19 @@ const empty = { type: 'string', maxLength: 0 }
 export const Id = Type.Integer({ minimum: 1, examples: [42] })
 export const Role = Type.Union(ROLES.map((role) => Type.Literal(role)), { examples: ['ROLE_USER'] })
 
-/** 3–20 code points (Ajv counts code points, not UTF-16 units), no control characters. */
-export const Username = Type.String({ minLength: 3, maxLength: 20, pattern: '^\\P{Cc}*$', not: blank, examples: ['ana'] })
+/**
+ * CONTRACT §4: not blank, 3–20 code points of the NFC form (`nfcLength`), no control or
+ * invisible characters (`pattern`), no white space at either end (`noOuterSpace`); the last
+ * two keywords are ours (src/validation.ts).
+ */
+export const Username = Type.String({
+  not: { type: 'string', pattern: USERNAME_BLANK },
+  nfcLength: USERNAME_LENGTH,
+  pattern: USERNAME_CHARACTERS,
+  noOuterSpace: true,
+  description: '3 to 20 characters (code points after NFC); no control, format, invisible, private-use or unassigned characters; no white space at either end. Stored in NFC; unique after NFKC and lower-casing.',
+  examples: ['ana']
+})
 
 /** The `email` format is replaced by a linear check that runs after the length cap (src/validation.ts). */
 export const Email = Type.String({ format: 'email', maxLength: MAX_EMAIL_LENGTH, not: blank, examples: ['ana@example.com'] })

@@ -1,31 +1,37 @@
-import { eq, sql } from 'drizzle-orm'
+import { eq, or, sql } from 'drizzle-orm'
 import type { AppDatabase } from '../db/database.js'
 import { users } from '../db/schema.js'
 import { uniqueViolation } from '../db/pg-errors.js'
 import { DuplicateUserError, type UniqueField } from '../domain-errors.js'
 import type { UserRecord } from '../schemas/users.js'
-import { normalizeEmail, type Role } from './user.js'
+import { normalizeEmail, normalizeUsername, usernameKey, type Role } from './user.js'
 
 export interface NewUser { username: string, email: string, passwordHash: string, role?: Role }
 
+/** The row a new user is stored as: NFC username, its key, lower-cased e-mail (the seed uses it too). */
+export function newUserRow (input: NewUser) {
+  const username = normalizeUsername(input.username)
+  return { ...input, username, usernameKey: usernameKey(username), email: normalizeEmail(input.email) }
+}
+
 const publicColumns = { id: users.id, username: users.username, email: users.email, role: users.role }
 
-/** Plain async functions over the users table; e-mails are normalised on the way in, statements prepared once. */
+/** Plain async functions over the users table; e-mails and usernames are normalised on the way in, statements prepared once. */
 export function createUsersRepository (db: AppDatabase) {
   const byEmail = db.select({ ...publicColumns, passwordHash: users.passwordHash }).from(users)
     .where(eq(users.email, sql.placeholder('email'))).prepare('users_by_email')
   const byId = db.select(publicColumns).from(users)
     .where(eq(users.id, sql.placeholder('id'))).prepare('users_by_id')
-  const conflicts = db.select({ email: users.email, username: users.username }).from(users)
-    .where(sql`${users.email} = ${sql.placeholder('email')} or lower(${users.username}) = lower(${sql.placeholder('username')})`)
+  const conflicts = db.select({ email: users.email, usernameKey: users.usernameKey }).from(users)
+    .where(or(eq(users.email, sql.placeholder('email')), eq(users.usernameKey, sql.placeholder('usernameKey'))))
     .prepare('users_conflicts')
 
   /** The fields of `user` that an existing account already holds. */
-  async function collidingFields (user: NewUser, constraint: string): Promise<UniqueField[]> {
+  async function collidingFields (user: ReturnType<typeof newUserRow>, constraint: string): Promise<UniqueField[]> {
     const fields = new Set<UniqueField>()
-    for (const row of await conflicts.execute({ email: user.email, username: user.username })) {
+    for (const row of await conflicts.execute({ email: user.email, usernameKey: user.usernameKey })) {
       if (row.email === user.email) fields.add('email')
-      if (row.username.toLowerCase() === user.username.toLowerCase()) fields.add('username')
+      if (row.usernameKey === user.usernameKey) fields.add('username')
     }
     // The other account may have gone already; the violated index still names the field.
     if (fields.size === 0) fields.add(constraint.includes('email') ? 'email' : 'username')
@@ -43,9 +49,9 @@ export function createUsersRepository (db: AppDatabase) {
       return row
     },
 
-    /** Inserts the user; the unique indexes decide duplicates, so racing sign-ups stay correct. */
+    /** Inserts the user; the unique constraints decide duplicates, so racing sign-ups stay correct. */
     async create (input: NewUser): Promise<UserRecord> {
-      const user = { ...input, email: normalizeEmail(input.email) }
+      const user = newUserRow(input)
       try {
         const [row] = await db.insert(users).values(user).returning(publicColumns)
         return row

@@ -7,6 +7,7 @@ import t, { type Test } from 'tap'
 import { users } from '../../src/db/schema.js'
 import type { App } from '../../src/app.js'
 import { listUsersJson } from '../../src/users/users-listing.js'
+import { newUserRow } from '../../src/users/users-repository.js'
 import { build, login, seedAccounts, testDatabases } from '../helper.js'
 
 const { admin, user } = seedAccounts
@@ -86,7 +87,7 @@ for (const kind of testDatabases()) {
         { username: 'Zoë "quoted"', email: 'zoe+tag@example.com' },
         { username: 'back\\slash/ü😀', email: 'o\'brien@example.com' }
       ]
-      const inserted = await app.database.db.insert(users).values(odd.map((row) => ({ ...row, passwordHash: 'x' }))).returning({ id: users.id })
+      const inserted = await app.database.db.insert(users).values(odd.map((row) => newUserRow({ ...row, passwordHash: 'x' }))).returning({ id: users.id })
       const response = await list()
       t.equal(response.statusCode, 200)
       t.strictSame(response.json(), [...seedListing, ...odd.map((row, i) => ({ id: inserted[i].id, ...row, role: 'ROLE_USER' }))])

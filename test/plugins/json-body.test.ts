@@ -1,0 +1,74 @@
+import t from 'tap'
+import { build, login, seedAccounts, testDatabases } from '../helper.js'
+
+const malformed = { statusCode: 400, error: 'Bad Request', message: 'El cuerpo de la petición no es un JSON válido' }
+const control = { username: 'El username no puede contener caracteres de control' }
+
+// Byte sequences that are not UTF-8; a lossy decoder turns each into U+FFFD.
+const invalid: Array<[string, number[]]> = [
+  ['a lone continuation byte', [0x80]],
+  ['0xFF', [0xff]],
+  ['an overlong slash', [0xc0, 0xaf]],
+  ['a surrogate encoded as UTF-8 (CESU-8)', [0xed, 0xa0, 0x80]],
+  ['a code point above U+10FFFF', [0xf4, 0x90, 0x80, 0x80]],
+  ['a sequence cut short', [0xe2, 0x82]]
+]
+
+/** A sign-up body whose username holds `bytes` raw, between two ASCII letters. */
+const bodyWith = (bytes: number[], n: number) => Buffer.concat([
+  Buffer.from('{"username":"ab'),
+  Buffer.from(bytes),
+  Buffer.from(`c","email":"utf${process.pid}.${n}@example.com","password":"Secreto123"}`)
+])
+
+for (const kind of testDatabases()) {
+  t.test(`JSON bodies on ${kind}`, async (t) => {
+    const app = await build(t, kind)
+    const post = (url: string, payload: Buffer | string) => app.inject({ method: 'POST', url, payload, headers: { 'content-type': 'application/json' } })
+
+    for (const [i, [what, bytes]] of invalid.entries()) {
+      t.test(`not UTF-8 (${what}) → 400 malformed JSON, never a U+FFFD username`, async (t) => {
+        const response = await post('/auth/signup', bodyWith(bytes, i))
+        t.equal(response.statusCode, 400)
+        t.strictSame(response.json(), malformed)
+      })
+    }
+
+    t.test('two different invalid sequences are both refused, not stored as one name', async (t) => {
+      const first = await post('/auth/signup', bodyWith([0xff], 100))
+      const second = await post('/auth/signup', bodyWith([0xfe], 101))
+      t.strictSame([first.statusCode, second.statusCode], [400, 400])
+      t.strictSame([first.json(), second.json()], [malformed, malformed])
+    })
+
+    t.test('login and the own-info body go through the same parser', async (t) => {
+      const loginBody = Buffer.concat([Buffer.from(`{"email":"${seedAccounts.user.email}","password":"User1234`), Buffer.from([0xff]), Buffer.from('"}')])
+      const refused = await post('/auth/login', loginBody)
+      t.equal(refused.statusCode, 400)
+      t.strictSame(refused.json(), malformed)
+      const token = await login(app, seedAccounts.user.email, seedAccounts.user.password)
+      const me = await app.inject({
+        method: 'GET',
+        url: '/users/me',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        payload: Buffer.concat([Buffer.from('{"email":"user'), Buffer.from([0xc3]), Buffer.from('@example.com"}')])
+      })
+      t.equal(me.statusCode, 400)
+      t.strictSame(me.json(), malformed)
+    })
+
+    t.test('lone surrogates written as JSON escapes are valid JSON, and refused as a username', async (t) => {
+      for (const [n, escape] of ['\\ud800', '\\udfff', '\\udc00\\ud800'].entries()) {
+        const response = await post('/auth/signup', `{"username":"abc${escape}","email":"sur${process.pid}.${n}@example.com","password":"Secreto123"}`)
+        t.equal(response.statusCode, 400, escape)
+        t.strictSame(response.json(), control, escape)
+      }
+    })
+
+    t.test('valid multi-byte UTF-8 and escaped pairs still parse', async (t) => {
+      const response = await post('/auth/signup', Buffer.from(`{"username":"ñu\\ud83d\\ude00","email":"mb${process.pid}@example.com","password":"Secreto123"}`))
+      t.equal(response.statusCode, 201)
+      t.strictSame(response.json(), { id: response.json().id, username: 'ñu😀', email: `mb${process.pid}@example.com` })
+    })
+  })
+}
