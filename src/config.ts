@@ -16,6 +16,10 @@ const int = (minimum: number, maximum?: number, unit?: string) =>
   Type.Integer({ minimum, ...(maximum === undefined ? {} : { maximum }), ...(unit ? { unit } : {}) })
 const Port = int(1, 65535)
 
+/** An integer variable, or one that also takes a word (MANAGEMENT_PORT: a port or "off"). */
+const takesInteger = (schema: { type?: unknown, anyOf?: unknown[] }): boolean =>
+  schema.type === 'integer' || (schema.anyOf ?? []).some((inner) => takesInteger(inner as typeof schema))
+
 /** "must be an integer from 1 to 65535", "must be a positive integer (KiB)", … */
 function integerRule ({ minimum, maximum, unit }: { minimum?: number, maximum?: number, unit?: string }): string {
   const range = maximum !== undefined ? `an integer from ${minimum} to ${maximum}`
@@ -100,7 +104,7 @@ export function loadConfig (source: Record<string, string | undefined>): Config 
   // An empty variable means "unset", as in most shells' `VAR= cmd`.
   const raw = Object.fromEntries(Object.entries(source).filter(([k, v]) => k in EnvSchema.properties && v !== undefined && v !== ''))
   // Only plain decimals become numbers: "1e3", "0x10" or " 80" stay strings, and fail.
-  const values = Object.fromEntries(Object.entries(raw).map(([k, v]) => [k, /^(0|[1-9][0-9]{0,14})$/.test(v!) ? Number(v) : v]))
+  const values = Object.fromEntries(Object.entries(raw).map(([k, v]) => [k, takesInteger(EnvSchema.properties[k as keyof Env]) && /^(0|[1-9][0-9]{0,14})$/.test(v!) ? Number(v) : v]))
   const error = Value.Errors(EnvSchema, values).First()
   if (error) {
     const variable = error.path.slice(1)
