@@ -5,8 +5,18 @@ import { httpError } from '../plugins/errors.js'
 import { messages } from '../messages.js'
 import { SIGNUP_RATE_LIMIT } from '../plugins/rate-limit.js'
 import { requestSecurityEvent } from '../security-events.js'
-import { BadRequest, FieldErrors, HttpError, errorResponses } from '../schemas/errors.js'
+import { ref } from '../schemas/common.js'
+import { badRequestReply, commonReplies, duplicateReply, errorReply, unavailableReply } from '../schemas/errors.js'
+import { headers, reply } from '../schemas/responses.js'
 import { LoginBody, LoginResponse, SignupBody, SignupResponse } from '../schemas/users.js'
+
+// A token as login issues it, signed with the development secret (long expired).
+const LOGIN_EXAMPLE = {
+  id: 2,
+  token: 'eyJhbGciOiJIUzI1NiIsInR5cCI6ImF0K2p3dCJ9.eyJzdWIiOiJ1c2VyIiwicm9sZSI6IlJPTEVfVVNFUiIsInVpZCI6MiwianRpIjoiNGQ1YjNmMWUtOWM0Ny00YjFlLWEzMmUtN2QxZjBmYjVkNzE4IiwiaWF0IjoxNzk1MDAwMDAwLCJleHAiOjE3OTUwODY0MDAsImlzcyI6InVzZXItbWFuYWdlbWVudCIsImF1ZCI6InVzZXItbWFuYWdlbWVudCJ9.THJoItUVza6l0GYfyysQk0hWA9Iql8VsnzPAkQ_LPFw',
+  username: 'user',
+  email: 'user@example.com'
+}
 
 /** POST /auth/signup and POST /auth/login: public, no token. */
 const authRoutes: FastifyPluginAsyncTypebox = async function (app) {
@@ -16,9 +26,21 @@ const authRoutes: FastifyPluginAsyncTypebox = async function (app) {
     config: { public: true, rateLimit: SIGNUP_RATE_LIMIT },
     schema: {
       tags: ['auth'],
+      operationId: 'signUp',
       summary: 'Create an account (always ROLE_USER)',
-      body: SignupBody,
-      response: { 201: SignupResponse, 400: BadRequest, 409: FieldErrors, ...errorResponses }
+      description: 'Public. The e-mail is stored lower-cased; usernames are unique without regard to case. Limited to 20 sign-ups a minute per client address.',
+      security: [],
+      body: ref(SignupBody),
+      response: {
+        201: reply('The account was created, with ROLE_USER.', ref(SignupResponse), { example: { id: 3, username: 'ana', email: 'ana@example.com' } }),
+        400: badRequestReply('The body failed validation (one message per failing field), or is absent, not JSON, or not an object.', {
+          username: messages.fields.username.length, email: messages.fields.email.format, password: messages.fields.password.format
+        }, ['bodyMissing', 'bodyMalformed', 'bodyNotObject']),
+        409: duplicateReply,
+        ...commonReplies,
+        429: errorReply(429, 'More than 20 sign-ups in a minute from this client address.', ['tooManyAttempts'], headers.retryAfter),
+        503: unavailableReply('The database is unreachable, or password hashing is saturated.')
+      }
     }
   }, async function (request, reply) {
     const { username, password } = request.body
@@ -33,9 +55,21 @@ const authRoutes: FastifyPluginAsyncTypebox = async function (app) {
     config: { public: true },
     schema: {
       tags: ['auth'],
+      operationId: 'logIn',
       summary: 'Exchange e-mail and password for a bearer token',
-      body: LoginBody,
-      response: { 200: LoginResponse, 400: BadRequest, ...errorResponses }
+      description: 'Public. The e-mail matches without regard to case. Failed logins are limited per address and e-mail (CONTRACT §9).',
+      security: [],
+      body: ref(LoginBody),
+      response: {
+        200: reply('The credentials are right: the account and a bearer token for it.', ref(LoginResponse), { example: LOGIN_EXAMPLE }),
+        400: badRequestReply('The body failed validation (one message per failing field), or is absent, not JSON, or not an object.', {
+          email: messages.fields.email.format, password: messages.fields.password.missing
+        }, ['bodyMissing', 'bodyMalformed', 'bodyNotObject']),
+        401: errorReply(401, 'Wrong password or unknown e-mail: the same answer, in about the same time.', ['badCredentials']),
+        ...commonReplies,
+        429: errorReply(429, 'Too many failed logins for this address and e-mail, for this e-mail, or from this address; refused before the password is checked.', ['tooManyAttempts'], headers.retryAfter),
+        503: unavailableReply('The database is unreachable, or password hashing is saturated.')
+      }
     }
   }, async function (request, reply) {
     const { email, password } = request.body
@@ -61,7 +95,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async function (app) {
   })
 
   // Every path under /auth/ is public (SPEC rule 1), so an unknown one is a plain 404, token or not.
-  app.all('/*', { config: { public: true }, schema: { hide: true, response: { 404: HttpError } } }, async function (_request, reply) {
+  app.all('/*', { config: { public: true }, schema: { hide: true, response: { 404: errorReply(404, 'No such path under /auth/.', ['notFound']) } } }, async function (_request, reply) {
     return reply.code(404).send(httpError(404, messages.notFound))
   })
 }

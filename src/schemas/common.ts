@@ -1,4 +1,4 @@
-import { Type, type Static } from '@sinclair/typebox'
+import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import { ROLES } from '../db/schema.js'
 
 // "Blank" is part of "missing" in CONTRACT §4; `type: 'string'` inside keeps a number from
@@ -25,5 +25,15 @@ export const NewPassword = Type.String({
 
 /** Login checks presence and type only, so accounts keep working if the rules change. */
 export const Password = Type.String({ not: empty, examples: ['Secreto123'] })
+
+/**
+ * A reference to a schema registered with `app.addSchema` (see `sharedSchemas`), typed as the
+ * schema itself. Each such schema is one named component of the OpenAPI document, where an
+ * inline copy would be anonymous (TypeBox 0.34's own recipe for the deprecated `Ref(schema)`).
+ */
+export function ref<T extends TSchema> (schema: T) {
+  if (!schema.$id) throw new Error('ref() needs a schema with an $id')
+  return Type.Unsafe<Static<T>>(Type.Ref(schema.$id))
+}
 
 export type Role = Static<typeof Role>
