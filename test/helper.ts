@@ -8,6 +8,7 @@ import { loadConfig, type Config } from '../src/config.js'
 import { connectPostgres, type Database } from '../src/db/client.js'
 import { migratePostgresDatabase } from '../src/db/migrate.js'
 import { openMigratedPglite } from '../src/db/snapshot.js'
+import { checkAnswersAgainstDocument } from './openapi/conformance.js'
 
 export type DatabaseKind = 'pglite' | 'postgres'
 
@@ -75,6 +76,8 @@ export async function build (t: Test, kind: DatabaseKind, options: BuildOptions 
   const testDatabase = await createTestDatabase(t, kind)
   const app = await buildApp(testConfig(options.env), { seed: true, ...options, database: testDatabase.database })
   t.teardown(() => app.close())
+  // Every answer of every test must be one docs/openapi.json allows.
+  checkAnswersAgainstDocument(app)
   await app.ready()
   return Object.assign(app, { testDatabase })
 }
