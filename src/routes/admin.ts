@@ -3,7 +3,7 @@ import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { ref } from '../schemas/common.js'
 import { commonReplies, errorReply, unauthorizedReply, unavailableReply } from '../schemas/errors.js'
-import { reply } from '../schemas/responses.js'
+import { jsonResponse } from '../schemas/responses.js'
 import { UserList, type UserRecord } from '../schemas/users.js'
 
 /** GET /admin/users: every user, for ROLE_ADMIN tokens only. */
@@ -18,7 +18,7 @@ const adminRoutes: FastifyPluginAsyncTypebox = async function (app) {
       security: [{ bearerAuth: [] }],
       response: {
         // The handler sends the stream of the list's JSON text; the document shows what it carries.
-        200: reply('Every user, ordered by id, without password hashes.', Type.Unsafe<UserRecord[] | Readable>(ref(UserList)), {
+        200: jsonResponse('Every user, ordered by id, without password hashes.', Type.Unsafe<UserRecord[] | Readable>(ref(UserList)), {
           example: [
             { id: 1, username: 'admin', email: 'admin@example.com', role: 'ROLE_ADMIN' },
             { id: 2, username: 'user', email: 'user@example.com', role: 'ROLE_USER' }

@@ -7,16 +7,8 @@ import { SIGNUP_RATE_LIMIT } from '../plugins/rate-limit.js'
 import { requestSecurityEvent } from '../security-events.js'
 import { ref } from '../schemas/common.js'
 import { badRequestReply, commonReplies, duplicateReply, errorReply, unavailableReply } from '../schemas/errors.js'
-import { headers, reply } from '../schemas/responses.js'
-import { LoginBody, LoginResponse, SignupBody, SignupResponse } from '../schemas/users.js'
-
-// A token as login issues it, signed with the development secret (long expired).
-const LOGIN_EXAMPLE = {
-  id: 2,
-  token: 'eyJhbGciOiJIUzI1NiIsInR5cCI6ImF0K2p3dCJ9.eyJzdWIiOiJ1c2VyIiwicm9sZSI6IlJPTEVfVVNFUiIsInVpZCI6MiwianRpIjoiNGQ1YjNmMWUtOWM0Ny00YjFlLWEzMmUtN2QxZjBmYjVkNzE4IiwiaWF0IjoxNzk1MDAwMDAwLCJleHAiOjE3OTUwODY0MDAsImlzcyI6InVzZXItbWFuYWdlbWVudCIsImF1ZCI6InVzZXItbWFuYWdlbWVudCJ9.THJoItUVza6l0GYfyysQk0hWA9Iql8VsnzPAkQ_LPFw',
-  username: 'user',
-  email: 'user@example.com'
-}
+import { headers, jsonResponse } from '../schemas/responses.js'
+import { LoginBody, LoginResponse, SignupBody, SignupResponse, loginExample } from '../schemas/users.js'
 
 /** POST /auth/signup and POST /auth/login: public, no token. */
 const authRoutes: FastifyPluginAsyncTypebox = async function (app) {
@@ -32,7 +24,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async function (app) {
       security: [],
       body: ref(SignupBody),
       response: {
-        201: reply('The account was created, with ROLE_USER.', ref(SignupResponse), { example: { id: 3, username: 'ana', email: 'ana@example.com' } }),
+        201: jsonResponse('The account was created, with ROLE_USER.', ref(SignupResponse), { example: { id: 3, username: 'ana', email: 'ana@example.com' } }),
         400: badRequestReply('The body failed validation (one message per failing field), or is absent, not JSON, or not an object.', {
           username: messages.fields.username.length, email: messages.fields.email.format, password: messages.fields.password.format
         }, ['bodyMissing', 'bodyMalformed', 'bodyNotObject']),
@@ -57,11 +49,11 @@ const authRoutes: FastifyPluginAsyncTypebox = async function (app) {
       tags: ['auth'],
       operationId: 'logIn',
       summary: 'Exchange e-mail and password for a bearer token',
-      description: 'Public. The e-mail matches without regard to case. Failed logins are limited per address and e-mail (CONTRACT §9).',
+      description: 'Public. The e-mail matches without regard to case. Failed logins are limited: 10 in 15 minutes per client address and e-mail, 50 per e-mail, 100 per address.',
       security: [],
       body: ref(LoginBody),
       response: {
-        200: reply('The credentials are right: the account and a bearer token for it.', ref(LoginResponse), { example: LOGIN_EXAMPLE }),
+        200: jsonResponse('The credentials are right: the account and a bearer token for it.', ref(LoginResponse), { example: loginExample }),
         400: badRequestReply('The body failed validation (one message per failing field), or is absent, not JSON, or not an object.', {
           email: messages.fields.email.format, password: messages.fields.password.missing
         }, ['bodyMissing', 'bodyMalformed', 'bodyNotObject']),

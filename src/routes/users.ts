@@ -4,7 +4,7 @@ import { requestSecurityEvent } from '../security-events.js'
 import { messages } from '../messages.js'
 import { ref } from '../schemas/common.js'
 import { badRequestReply, commonReplies, errorReply, unauthorizedReply, unavailableReply } from '../schemas/errors.js'
-import { reply } from '../schemas/responses.js'
+import { jsonResponse } from '../schemas/responses.js'
 import { MeBody, UserRecord } from '../schemas/users.js'
 
 /** GET /users/me: the caller's own record, for ROLE_USER tokens only. */
@@ -33,7 +33,7 @@ const usersRoutes: FastifyPluginAsyncTypebox = async function (app) {
       security: [{ bearerAuth: [] }],
       body: ref(MeBody),
       response: {
-        200: reply('The caller\'s account as stored now.', ref(UserRecord), { example: { id: 2, username: 'user', email: 'user@example.com', role: 'ROLE_USER' } }),
+        200: jsonResponse('The caller\'s account as stored now.', ref(UserRecord), { example: { id: 2, username: 'user', email: 'user@example.com', role: 'ROLE_USER' } }),
         400: badRequestReply('The body\'s `email` is not a valid e-mail, or the body is not JSON or not an object.', {
           email: messages.fields.email.format
         }, ['bodyMalformed', 'bodyNotObject']),

@@ -2,7 +2,7 @@ import { STATUS_CODES } from 'node:http'
 import { Type, type TSchema } from '@sinclair/typebox'
 import { messages } from '../messages.js'
 import { ref } from './common.js'
-import { headers, reply, type Example } from './responses.js'
+import { headers, jsonResponse, type Example } from './responses.js'
 
 /** `{ statusCode, error, message }`: every error but field validation and duplicates (CONTRACT §4). */
 export const HttpError = Type.Object({
@@ -40,7 +40,7 @@ function errorExamples (status: number, keys: MessageKey[]): Record<string, Exam
 /** An `{ statusCode, error, message }` response; its examples are the messages the service sends. */
 export function errorReply (status: number, description: string, keys: MessageKey[], extraHeaders: Record<string, TSchema> = {}) {
   const examples = keys.length === 1 ? { example: errorBody(status, keys[0]) } : { examples: errorExamples(status, keys) }
-  return reply(description, ref(HttpError), { ...examples, headers: extraHeaders })
+  return jsonResponse(description, ref(HttpError), { ...examples, headers: extraHeaders })
 }
 
 /**
@@ -49,10 +49,10 @@ export function errorReply (status: number, description: string, keys: MessageKe
  */
 export function badRequestReply (description: string, fields: Record<string, string>, keys: MessageKey[]) {
   const examples = { fields: { summary: 'Fields that failed validation', value: fields }, ...errorExamples(400, keys) }
-  return reply(description, Type.Union([ref(FieldErrors), ref(HttpError)]), { examples })
+  return jsonResponse(description, Type.Union([ref(FieldErrors), ref(HttpError)]), { examples })
 }
 
-export const duplicateReply = reply('The e-mail or the username (or both) belong to an existing account.', ref(DuplicateFields), {
+export const duplicateReply = jsonResponse('The e-mail or the username (or both) belong to an existing account.', ref(DuplicateFields), {
   examples: {
     email: { summary: messages.duplicate.email, value: { email: messages.duplicate.email } },
     both: { summary: 'Both taken', value: { username: messages.duplicate.username, email: messages.duplicate.email } }

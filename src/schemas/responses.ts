@@ -24,7 +24,7 @@ export const headers = {
 
 export interface Example { summary: string, value: unknown }
 
-interface ReplyOptions {
+interface ResponseOptions {
   readonly example?: unknown
   readonly examples?: Record<string, Example>
   readonly headers?: Record<string, TSchema>
@@ -35,7 +35,7 @@ interface ReplyOptions {
  * the OpenAPI document as it is: a description, the headers (X-Request-Id on every answer), and
  * a JSON body with its example(s). Fastify serializes with `schema` and ignores the rest.
  */
-export function reply<T extends TSchema> (description: string, schema: T, options: ReplyOptions = {}) {
+export function jsonResponse<T extends TSchema> (description: string, schema: T, options: ResponseOptions = {}) {
   const media = {
     schema,
     ...(options.example === undefined ? {} : { example: options.example }),

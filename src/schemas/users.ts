@@ -36,6 +36,15 @@ export const LoginResponse = Type.Object({
   username: StoredUsername,
   email: StoredEmail
 }, { ...answer, $id: 'LoginResponse', description: 'The account and its bearer token.' })
+
+/** A token as login issues it, signed with the development secret (long expired). */
+export const loginExample = {
+  id: 2,
+  token: 'eyJhbGciOiJIUzI1NiIsInR5cCI6ImF0K2p3dCJ9.eyJzdWIiOiJ1c2VyIiwicm9sZSI6IlJPTEVfVVNFUiIsInVpZCI6MiwianRpIjoiNGQ1YjNmMWUtOWM0Ny00YjFlLWEzMmUtN2QxZjBmYjVkNzE4IiwiaWF0IjoxNzk1MDAwMDAwLCJleHAiOjE3OTUwODY0MDAsImlzcyI6InVzZXItbWFuYWdlbWVudCIsImF1ZCI6InVzZXItbWFuYWdlbWVudCJ9.THJoItUVza6l0GYfyysQk0hWA9Iql8VsnzPAkQ_LPFw',
+  username: 'user',
+  email: 'user@example.com'
+}
+
 export const UserRecord = Type.Object({ id: Id, username: StoredUsername, email: StoredEmail, role: Role }, {
   ...answer,
   $id: 'UserRecord',

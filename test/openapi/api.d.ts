@@ -35,7 +35,7 @@ export interface paths {
         put?: never;
         /**
          * Exchange e-mail and password for a bearer token
-         * @description Public. The e-mail matches without regard to case. Failed logins are limited per address and e-mail (CONTRACT §9).
+         * @description Public. The e-mail matches without regard to case. Failed logins are limited: 10 in 15 minutes per client address and e-mail, 50 per e-mail, 100 per address.
          */
         post: operations["logIn"];
         delete?: never;
