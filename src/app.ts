@@ -23,7 +23,7 @@ import { logRequest } from './logger.js'
 import authRoutes from './routes/auth.js'
 import usersRoutes from './routes/users.js'
 import adminRoutes from './routes/admin.js'
-import { HTTP_ERROR_ID } from './schemas/error-responses.js'
+import { docsOrigins, openApiOptions, sharedSchemas } from './schemas/openapi.js'
 import { ajvOptions } from './validation.js'
 
 export interface AppDependencies {
@@ -79,16 +79,16 @@ export async function buildApp (config: Config, deps: AppDependencies = {}) {
   await app.register(jsonBodyPlugin)
 
   // Ecosystem plugins.
-  await app.register(sensible, { sharedSchemaId: HTTP_ERROR_ID })
-  // No CORS headers at all unless origins are listed (CONTRACT §4).
-  if (config.corsOrigins.length > 0) await app.register(cors, { origin: [...config.corsOrigins] })
-  await app.register(swagger, {
-    openapi: {
-      openapi: '3.1.0',
-      info: { title: 'User management service', version: '1.0.0', description: 'Sign-up, JWT login, own record and admin listing.' },
-      components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' } } }
-    }
-  })
+  await app.register(sensible)
+  // Bodies and answers referenced by $id from the routes: named components in the OpenAPI document.
+  for (const schema of sharedSchemas) app.addSchema(schema)
+  // No CORS headers unless origins are listed (CONTRACT §4), except that in development "Try it
+  // out" on the docs page (the management listener, another origin) works out of the box.
+  const origins = [...config.corsOrigins, ...(config.profile === 'development' ? docsOrigins(config) : [])]
+  if (origins.length > 0) {
+    await app.register(cors, { origin: origins, exposedHeaders: ['x-request-id', 'retry-after', 'www-authenticate'] })
+  }
+  await app.register(swagger, openApiOptions(config))
 
   // Our plugins: database, users, tokens, error shapes, then the abuse limits of CONTRACT §9.
   const seed = deps.seed ?? (!deps.database && config.profile === 'development')

@@ -56,6 +56,7 @@ const EnvSchema = Type.Object({
   DB_POOL_MAX: Type.Optional(int(1, 500)),
   REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://[^\\s]+$', description: 'must be a redis:// or rediss:// URL' })),
   RATE_LIMITS: Type.Optional(Type.Union([Type.Literal('on'), Type.Literal('off')], { description: 'must be "on" or "off"' })),
+  PUBLIC_URL: Type.Optional(Type.String({ pattern: '^https?://[^\\s/?#]+(/[^\\s?#]*)?$', description: 'must be an http:// or https:// URL such as https://api.example.com' })),
   CORS_ORIGINS: Type.Optional(Type.String({ pattern: '^https?://[^\\s,/]+(,\\s*https?://[^\\s,/]+)*$', description: 'must be a comma-separated list of origins such as https://app.example.com' })),
   SHUTDOWN_DRAIN_MS: Type.Optional(int(0, undefined, 'milliseconds')),
   DEV_ADMIN_EMAIL: Type.Optional(Type.String({ pattern: '^[^\\s@]+@[^\\s@]+\\.[^\\s@]+$', description: 'must be an e-mail address' })),
@@ -94,6 +95,8 @@ export interface Config {
   readonly redisUrl: string | undefined
   readonly rateLimits: boolean
   readonly corsOrigins: readonly string[]
+  /** Where clients reach the API (the OpenAPI document's server); unset: the listener's own address. */
+  readonly publicUrl: string | undefined
   readonly shutdownDrainMs: number
   readonly seed: { readonly admin: { readonly email: string, readonly password: string }, readonly user: { readonly email: string, readonly password: string } }
 }
@@ -144,6 +147,7 @@ export function loadConfig (source: Record<string, string | undefined>): Config 
     redisUrl: env.REDIS_URL,
     rateLimits: (env.RATE_LIMITS ?? 'on') === 'on',
     corsOrigins: env.CORS_ORIGINS ? env.CORS_ORIGINS.split(',').map((o) => o.trim()) : [],
+    publicUrl: env.PUBLIC_URL,
     shutdownDrainMs: env.SHUTDOWN_DRAIN_MS ?? (production ? 5000 : 0),
     seed: {
       admin: { email: env.DEV_ADMIN_EMAIL ?? 'admin@example.com', password: env.DEV_ADMIN_PASSWORD ?? 'Admin1234' },

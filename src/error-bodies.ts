@@ -22,10 +22,10 @@ const RULE_OF_KEYWORD: Record<string, FieldRule> = {
   type: 'type',
   minLength: 'length',
   maxLength: 'length',
-  nfcLength: 'length',
+  'x-nfc-length': 'length',
   pattern: 'format',
   format: 'format',
-  noOuterSpace: 'spaces'
+  'x-no-outer-space': 'spaces'
 }
 
 /** Turns the validator's errors into `{ field: message }`, or undefined when the body itself is wrong. */

@@ -24,7 +24,7 @@ export const ajvOptions = {
     ajv.addFormat('email', { type: 'string', validate: isEmail })
     // The username rules JSON Schema cannot say (CONTRACT §4); src/error-bodies.ts gives each its rule.
     ajv.addKeyword({
-      keyword: 'nfcLength',
+      keyword: 'x-nfc-length',
       type: 'string',
       schemaType: 'object',
       errors: false,
@@ -33,7 +33,7 @@ export const ajvOptions = {
         return length >= range.minimum && length <= range.maximum
       }
     })
-    ajv.addKeyword({ keyword: 'noOuterSpace', type: 'string', schemaType: 'boolean', errors: false, validate: (on: boolean, value: string) => !on || !hasOuterSpace(value) })
+    ajv.addKeyword({ keyword: 'x-no-outer-space', type: 'string', schemaType: 'boolean', errors: false, validate: (on: boolean, value: string) => !on || !hasOuterSpace(value) })
   }
 }
 

@@ -7,6 +7,7 @@ import { buildApp, type App, type AppDependencies } from '../src/app.js'
 import { loadConfig, type Config } from '../src/config.js'
 import type { Database } from '../src/db/database.js'
 import { openDatabase } from '../src/db/open-database.js'
+import { checkAnswersAgainstDocument } from './openapi/conformance.js'
 
 export type DatabaseKind = 'pglite' | 'postgres'
 
@@ -72,6 +73,8 @@ export async function build (t: Test, kind: DatabaseKind, options: BuildOptions 
   const testDatabase = await createTestDatabase(t, kind)
   const app = await buildApp(testConfig(options.env), { seed: true, ...options, database: testDatabase.database })
   t.teardown(() => app.close())
+  // Every answer of every test must be one docs/openapi.json allows.
+  checkAnswersAgainstDocument(app)
   await app.ready()
   return Object.assign(app, { testDatabase })
 }

@@ -38,7 +38,20 @@ export async function buildManagementApp ({ api, isShuttingDown, logger }: Manag
 
   // The API's own document (its route schemas), served here and browsable at /docs.
   await app.register(swagger, { mode: 'static', specification: { document: api.swagger() as never } })
-  await app.register(swaggerUi, { routePrefix: '/docs' })
+  await app.register(swaggerUi, {
+    routePrefix: '/docs',
+    uiConfig: {
+      // Runs in the browser, whose fetch() refuses a GET body; the API takes an absent own-info
+      // body as an empty one (CONTRACT §5), so "Try it out" on GET /users/me sends none.
+      requestInterceptor: function (request: Record<string, any>) {
+        if (/^(GET|HEAD)$/i.test(request.method)) {
+          delete request.body
+          delete request.headers['Content-Type']
+        }
+        return request
+      }
+    }
+  })
 
   // Liveness never touches the database: a database outage must not get the process restarted.
   app.get('/health/live', async () => ({ status: 'up' }))

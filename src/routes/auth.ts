@@ -4,8 +4,10 @@ import { InvalidCredentialsError } from '../domain-errors.js'
 import { messages } from '../messages.js'
 import { SIGNUP_LIMIT } from '../limits/policy.js'
 import { requestSecurityEvent } from '../security-events.js'
-import { BadRequest, FieldErrors, HttpError, errorResponses } from '../schemas/error-responses.js'
-import { LoginBody, LoginResponse, SignupBody, SignupResponse } from '../schemas/users.js'
+import { ref } from '../schemas/common.js'
+import { badRequestReply, commonReplies, duplicateReply, errorReply, unavailableReply } from '../schemas/error-responses.js'
+import { headers, jsonResponse } from '../schemas/responses.js'
+import { LoginBody, LoginResponse, SignupBody, SignupResponse, loginExample } from '../schemas/users.js'
 
 /** POST /auth/signup and POST /auth/login: public, no token. */
 const authRoutes: FastifyPluginAsyncTypebox = async function (app) {
@@ -15,9 +17,21 @@ const authRoutes: FastifyPluginAsyncTypebox = async function (app) {
     config: { public: true, rateLimit: SIGNUP_LIMIT },
     schema: {
       tags: ['auth'],
+      operationId: 'signUp',
       summary: 'Create an account (always ROLE_USER)',
-      body: SignupBody,
-      response: { 201: SignupResponse, 400: BadRequest, 409: FieldErrors, ...errorResponses }
+      description: 'Public. The e-mail is stored lower-cased; usernames are unique without regard to case. Limited to 20 sign-ups a minute per client address.',
+      security: [],
+      body: ref(SignupBody),
+      response: {
+        201: jsonResponse('The account was created, with ROLE_USER.', ref(SignupResponse), { example: { id: 3, username: 'ana', email: 'ana@example.com' } }),
+        400: badRequestReply('The body failed validation (one message per failing field), or is absent, not JSON, or not an object.', {
+          username: messages.fields.username.length, email: messages.fields.email.format, password: messages.fields.password.format
+        }, ['bodyMissing', 'bodyMalformed', 'bodyNotObject']),
+        409: duplicateReply,
+        ...commonReplies,
+        429: errorReply(429, 'More than 20 sign-ups in a minute from this client address.', ['tooManyAttempts'], headers.retryAfter),
+        503: unavailableReply('The database is unreachable, or password hashing is saturated.')
+      }
     }
   }, async function (request, reply) {
     const { username, email, password } = request.body
@@ -31,9 +45,21 @@ const authRoutes: FastifyPluginAsyncTypebox = async function (app) {
     config: { public: true },
     schema: {
       tags: ['auth'],
+      operationId: 'logIn',
       summary: 'Exchange e-mail and password for a bearer token',
-      body: LoginBody,
-      response: { 200: LoginResponse, 400: BadRequest, ...errorResponses }
+      description: 'Public. The e-mail matches without regard to case. Failed logins are limited: 10 in 15 minutes per client address and e-mail, 50 per e-mail, 100 per address.',
+      security: [],
+      body: ref(LoginBody),
+      response: {
+        200: jsonResponse('The credentials are right: the account and a bearer token for it.', ref(LoginResponse), { example: loginExample }),
+        400: badRequestReply('The body failed validation (one message per failing field), or is absent, not JSON, or not an object.', {
+          email: messages.fields.email.format, password: messages.fields.password.missing
+        }, ['bodyMissing', 'bodyMalformed', 'bodyNotObject']),
+        401: errorReply(401, 'Wrong password or unknown e-mail: the same answer, in about the same time.', ['badCredentials']),
+        ...commonReplies,
+        429: errorReply(429, 'Too many failed logins for this address and e-mail, for this e-mail, or from this address; refused before the password is checked.', ['tooManyAttempts'], headers.retryAfter),
+        503: unavailableReply('The database is unreachable, or password hashing is saturated.')
+      }
     }
   }, async function (request, reply) {
     const { email, password } = request.body
@@ -59,7 +85,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async function (app) {
   })
 
   // Every path under /auth/ is public (SPEC rule 1), so an unknown one is a plain 404, token or not.
-  app.all('/*', { config: { public: true }, schema: { hide: true, response: { 404: HttpError } } }, async function (_request, reply) {
+  app.all('/*', { config: { public: true }, schema: { hide: true, response: { 404: errorReply(404, 'No such path under /auth/.', ['notFound']) } } }, async function (_request, reply) {
     return reply.notFound(messages.notFound)
   })
 }

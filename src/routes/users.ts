@@ -1,7 +1,10 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { ForbiddenError } from '../domain-errors.js'
 import { requestSecurityEvent } from '../security-events.js'
-import { BadRequest, errorResponses } from '../schemas/error-responses.js'
+import { messages } from '../messages.js'
+import { ref } from '../schemas/common.js'
+import { badRequestReply, commonReplies, errorReply, unauthorizedReply, unavailableReply } from '../schemas/error-responses.js'
+import { jsonResponse } from '../schemas/responses.js'
 import { normalizeEmail } from '../users/user.js'
 import { MeBody, UserRecord } from '../schemas/users.js'
 
@@ -18,11 +21,21 @@ const usersRoutes: FastifyPluginAsyncTypebox = async function (app) {
     preValidation: async (request) => { if (request.body === undefined) request.body = {} },
     schema: {
       tags: ['users'],
+      operationId: 'getOwnRecord',
       summary: 'The caller\'s own record',
-      description: 'The JSON body of SPEC.md is optional; when it carries an e-mail, it must be the caller\'s. Its password is never read.',
+      description: 'For ROLE_USER tokens exactly. The JSON body is optional; when it carries an `email`, that must be the caller\'s. Its password is never read: the token is the proof of identity.',
       security: [{ bearerAuth: [] }],
-      body: MeBody,
-      response: { 200: UserRecord, 400: BadRequest, ...errorResponses }
+      body: ref(MeBody),
+      response: {
+        200: jsonResponse('The caller\'s account as stored now.', ref(UserRecord), { example: { id: 2, username: 'user', email: 'user@example.com', role: 'ROLE_USER' } }),
+        400: badRequestReply('The body\'s `email` is not a valid e-mail, or the body is not JSON or not an object.', {
+          email: messages.fields.email.format
+        }, ['bodyMalformed', 'bodyNotObject']),
+        401: unauthorizedReply,
+        403: errorReply(403, 'The token\'s role is not ROLE_USER, or the body\'s `email` is not the caller\'s.', ['forbidden']),
+        ...commonReplies,
+        503: unavailableReply('The database is unreachable.')
+      }
     }
   }, async function (request) {
     // The auth hook looked the account up; the token is the proof of identity.

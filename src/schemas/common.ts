@@ -1,4 +1,4 @@
-import { Type } from '@sinclair/typebox'
+import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import { ROLES, USERNAME_BLANK, USERNAME_CHARACTERS, USERNAME_LENGTH } from '../users/user.js'
 import { MAX_EMAIL_LENGTH } from '../validation.js'
 
@@ -11,15 +11,15 @@ export const Id = Type.Integer({ minimum: 1, examples: [42] })
 export const Role = Type.Union(ROLES.map((role) => Type.Literal(role)), { examples: ['ROLE_USER'] })
 
 /**
- * CONTRACT §4: not blank, 3–20 code points of the NFC form (`nfcLength`), no control or
- * invisible characters (`pattern`), no white space at either end (`noOuterSpace`); the last
+ * CONTRACT §4: not blank, 3–20 code points of the NFC form (`x-nfc-length`, an OpenAPI extension keyword), no control or
+ * invisible characters (`pattern`), no white space at either end (`x-no-outer-space`); the last
  * two keywords are ours (src/validation.ts).
  */
 export const Username = Type.String({
   not: { type: 'string', pattern: USERNAME_BLANK },
-  nfcLength: USERNAME_LENGTH,
+  'x-nfc-length': USERNAME_LENGTH,
   pattern: USERNAME_CHARACTERS,
-  noOuterSpace: true,
+  'x-no-outer-space': true,
   description: '3 to 20 characters (code points after NFC); no control, format, invisible, private-use or unassigned characters; no white space at either end. Stored in NFC; unique after NFKC and lower-casing.',
   examples: ['ana']
 })
@@ -37,3 +37,13 @@ export const NewPassword = Type.String({
 
 /** Login checks presence and type only, so accounts keep working if the rules change. */
 export const Password = Type.String({ not: empty, examples: ['Secreto123'] })
+
+/**
+ * A reference to a schema registered with `app.addSchema` (see `sharedSchemas`), typed as the
+ * schema itself. Each such schema is one named component of the OpenAPI document, where an
+ * inline copy would be anonymous (TypeBox 0.34's own recipe for the deprecated `Ref(schema)`).
+ */
+export function ref<T extends TSchema> (schema: T) {
+  if (!schema.$id) throw new Error('ref() needs a schema with an $id')
+  return Type.Unsafe<Static<T>>(Type.Ref(schema.$id))
+}
