@@ -44,7 +44,7 @@ export async function buildApp (config: Config, deps: AppDependencies = {}) {
     logger: deps.logger ?? false,
     // One line per request instead of Fastify's two, from logRequest below.
     logController: new LogController({ disableRequestLogging: true }),
-    // A hop count is valid at run time (proxy-addr); Fastify's types only list the other forms.
+    // The balancers' addresses or true/false (config.ts refuses hop counts); Fastify's types want a mutable array.
     trustProxy: config.trustProxy as FastifyServerOptions['trustProxy'],
     bodyLimit: 16 * 1024,
     // Keys that could reach prototypes are dropped; the rest of the body is validated as usual.
