@@ -13,6 +13,7 @@ import usersPlugin from './plugins/users.js'
 import authPlugin from './plugins/auth.js'
 import errorHandlerPlugin from './plugins/error-handler.js'
 import metricsPlugin from './plugins/metrics.js'
+import clientAddressPlugin from './limits/client-address.js'
 import limitsRedisPlugin from './limits/redis-connection.js'
 import signupLimitPlugin from './limits/signup-limit.js'
 import loginLimitPlugin from './limits/login-limit.js'
@@ -82,6 +83,8 @@ export async function buildApp (config: Config, deps: AppDependencies = {}) {
 
   // Our plugins: database, users, tokens, error shapes, then the abuse limits of CONTRACT §9.
   const seed = deps.seed ?? (!deps.database && config.profile === 'development')
+  // First of ours: every later hook, limit and security event reads the client address it settles.
+  await app.register(clientAddressPlugin, { config })
   await app.register(dbPlugin, { config, database: deps.database })
   await app.register(metricsPlugin, { metrics: deps.metrics })
   await app.register(usersPlugin, { config, seed, onHashTiming: deps.onHashTiming })
