@@ -15,6 +15,7 @@ import httpEdgesPlugin from './plugins/http-edges.js'
 import jsonBodyPlugin from './plugins/json-body.js'
 import metricsPlugin from './plugins/metrics.js'
 import responseDeadlinePlugin from './plugins/response-deadline.js'
+import clientAddressPlugin from './limits/client-address.js'
 import limitsRedisPlugin from './limits/redis-connection.js'
 import signupLimitPlugin from './limits/signup-limit.js'
 import loginLimitPlugin from './limits/login-limit.js'
@@ -47,7 +48,7 @@ export async function buildApp (config: Config, deps: AppDependencies = {}) {
     logger: deps.logger ?? false,
     // One line per request instead of Fastify's two, from logRequest below.
     logController: new LogController({ disableRequestLogging: true }),
-    // A hop count is valid at run time (proxy-addr); Fastify's types only list the other forms.
+    // The balancers' addresses or true/false (config.ts refuses hop counts); Fastify's types want a mutable array.
     trustProxy: config.trustProxy as FastifyServerOptions['trustProxy'],
     bodyLimit: 16 * 1024,
     // Keys that could reach prototypes are dropped; the rest of the body is validated as usual.
@@ -92,6 +93,8 @@ export async function buildApp (config: Config, deps: AppDependencies = {}) {
 
   // Our plugins: database, users, tokens, error shapes, then the abuse limits of CONTRACT §9.
   const seed = deps.seed ?? (!deps.database && config.profile === 'development')
+  // First of ours: every later hook, limit and security event reads the client address it settles.
+  await app.register(clientAddressPlugin, { config })
   await app.register(dbPlugin, { config, database: deps.database })
   await app.register(metricsPlugin, { metrics: deps.metrics })
   await app.register(httpEdgesPlugin)

@@ -48,7 +48,7 @@ t.test('values are parsed into their types', async (t) => {
   t.equal(config.rateLimits, false)
   t.strictSame(config.corsOrigins, ['https://a.example.com', 'https://b.example.com'])
   t.equal(config.hashConcurrency, 3)
-  t.equal(loadConfig({ TRUST_PROXY: '2' }).trustProxy, 2)
+  t.same(loadConfig({ TRUST_PROXY: 'loopback, linklocal,uniquelocal' }).trustProxy, ['loopback', 'linklocal', 'uniquelocal'], 'proxy-addr\'s names')
   t.equal(loadConfig({ PORT: '' }).port, 8080, 'an empty variable counts as unset')
 })
 
@@ -61,8 +61,12 @@ const invalid: Array<[string, Record<string, string>, string]> = [
   ['APP_PROFILE', { APP_PROFILE: 'staging' }, 'Invalid configuration: APP_PROFILE must be "development" or "production" (got "staging")'],
   ['LOG_LEVEL', { LOG_LEVEL: 'verbose' }, 'Invalid configuration: LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent (got "verbose")'],
   ['MANAGEMENT_PORT', { MANAGEMENT_PORT: 'on' }, 'Invalid configuration: MANAGEMENT_PORT must be an integer from 1 to 65535, or "off" (got "on")'],
-  ['TRUST_PROXY', { TRUST_PROXY: 'yes' }, 'Invalid configuration: TRUST_PROXY must be false, true, a hop count or a comma-separated list of addresses/CIDRs (got "yes")'],
-  ['TRUST_PROXY', { TRUST_PROXY: '10.0.0.0/40' }, 'Invalid configuration: TRUST_PROXY has an invalid address or CIDR (got "10.0.0.0/40")'],
+  ['TRUST_PROXY', { TRUST_PROXY: 'yes please' }, 'Invalid configuration: TRUST_PROXY must be false, true or a comma-separated list of the balancers\' addresses/CIDRs (or loopback, linklocal, uniquelocal) (got "yes please")'],
+  ['TRUST_PROXY', { TRUST_PROXY: 'yes' }, 'Invalid configuration: TRUST_PROXY has an invalid entry: use addresses, CIDRs from /1 up, or loopback, linklocal, uniquelocal (got "yes")'],
+  ['TRUST_PROXY', { TRUST_PROXY: '10.0.0.0/40' }, 'Invalid configuration: TRUST_PROXY has an invalid entry: use addresses, CIDRs from /1 up, or loopback, linklocal, uniquelocal (got "10.0.0.0/40")'],
+  // proxy-addr refuses a /0 in Fastify's constructor, which used to print an off-contract "Startup failed" line.
+  ['TRUST_PROXY', { TRUST_PROXY: '0.0.0.0/0' }, 'Invalid configuration: TRUST_PROXY has an invalid entry: use addresses, CIDRs from /1 up, or loopback, linklocal, uniquelocal (got "0.0.0.0/0")'],
+  ['TRUST_PROXY', { TRUST_PROXY: '10.0.0.1,::/0' }, 'Invalid configuration: TRUST_PROXY has an invalid entry: use addresses, CIDRs from /1 up, or loopback, linklocal, uniquelocal (got "::/0")'],
   ['DATABASE_URL', { DATABASE_URL: 'mysql://x' }, 'Invalid configuration: DATABASE_URL must be a postgres:// or postgresql:// URL (got "mysql://x")'],
   ['RATE_LIMITS', { RATE_LIMITS: 'yes' }, 'Invalid configuration: RATE_LIMITS must be "on" or "off" (got "yes")'],
   ['DB_POOL_MAX', { DB_POOL_MAX: '0' }, 'Invalid configuration: DB_POOL_MAX must be an integer from 1 to 500 (got "0")'],
@@ -78,6 +82,7 @@ for (const [variable, env, message] of invalid) {
   })
 }
 
+const tooWide = 'must not hold a prefix shorter than /8 (IPv4) or /7 (IPv6) in production: it would believe almost any client\'s X-Forwarded-For; list the balancers\' addresses'
 const refusedInProduction: Array<[string, Record<string, string | undefined>, string]> = [
   ['DATABASE_URL', { DATABASE_URL: undefined }, 'Invalid configuration: DATABASE_URL is required in production'],
   ['JWT_SECRET', { JWT_SECRET: undefined }, 'Invalid configuration: JWT_SECRET is required in production'],
@@ -86,7 +91,13 @@ const refusedInProduction: Array<[string, Record<string, string | undefined>, st
   ['JWT_SECRET', { JWT_SECRET: '<SIGNING_SECRET>' }, 'Invalid configuration: JWT_SECRET is the placeholder or development secret; use a strong random value'],
   ['JWT_SECRET', { JWT_SECRET: DEV_JWT_SECRET }, 'Invalid configuration: JWT_SECRET is the placeholder or development secret; use a strong random value'],
   ['JWT_SECRET_PREVIOUS', { JWT_SECRET_PREVIOUS: 'weak' }, 'Invalid configuration: JWT_SECRET_PREVIOUS must be at least 32 bytes long in production'],
-  ['TRUST_PROXY', { TRUST_PROXY: 'true' }, 'Invalid configuration: TRUST_PROXY must not be "true" in production: it would believe any client\'s X-Forwarded-For; give the balancers\' hop count or addresses'],
+  ['TRUST_PROXY', { TRUST_PROXY: 'true' }, 'Invalid configuration: TRUST_PROXY must not be "true" in production: it would believe any client\'s X-Forwarded-For; list the balancers\' addresses'],
+  ['TRUST_PROXY', { TRUST_PROXY: '0.0.0.0/1,128.0.0.0/1' }, `Invalid configuration: TRUST_PROXY ${tooWide} (got "0.0.0.0/1")`],
+  ['TRUST_PROXY', { TRUST_PROXY: '10.0.0.5,64.0.0.0/7' }, `Invalid configuration: TRUST_PROXY ${tooWide} (got "64.0.0.0/7")`],
+  ['TRUST_PROXY', { TRUST_PROXY: '2000::/3' }, `Invalid configuration: TRUST_PROXY ${tooWide} (got "2000::/3")`],
+  // An IPv4-mapped prefix spans IPv4 clients: ::ffff:0:0/96 is every one of them.
+  ['TRUST_PROXY', { TRUST_PROXY: '::ffff:0:0/96' }, `Invalid configuration: TRUST_PROXY ${tooWide} (got "::ffff:0:0/96")`],
+  ['TRUST_PROXY', { TRUST_PROXY: '0:0:0:0:0:ffff:8000:0/97' }, `Invalid configuration: TRUST_PROXY ${tooWide} (got "0:0:0:0:0:ffff:8000:0/97")`],
   ['DEV_ADMIN_EMAIL', { DEV_ADMIN_EMAIL: 'root@example.com' }, 'Invalid configuration: DEV_ADMIN_EMAIL must not be set in production (development seed accounts only)'],
   ['DEV_USER_PASSWORD', { DEV_USER_PASSWORD: 'x' }, 'Invalid configuration: DEV_USER_PASSWORD must not be set in production (development seed accounts only)'],
   ['ARGON2_MEMORY_KIB', { ARGON2_MEMORY_KIB: '1024' }, 'Invalid configuration: ARGON2_MEMORY_KIB must be at least 19456 in production (OWASP minimum for argon2id)'],
@@ -98,8 +109,26 @@ for (const [variable, overrides, message] of refusedInProduction) {
   })
 }
 
+// Fastify 5.12.1+ ignores a numeric trustProxy (GHSA-3m5p-2c4r-xxw2): a hop count would put every client on the balancer's counters.
+for (const [env, profile] of [[{}, 'development'], [production, 'production']] as const) {
+  t.test(`a hop count is refused in ${profile}, with what to write instead`, async (t) => {
+    for (const hops of ['1', '2']) {
+      t.throws(() => loadConfig({ ...env, TRUST_PROXY: hops }), {
+        name: 'ConfigError',
+        message: `Invalid configuration: TRUST_PROXY must not be a hop count, which Fastify ignores (GHSA-3m5p-2c4r-xxw2): list the balancers' addresses or CIDRs instead, e.g. 10.0.0.5,10.0.0.6 (got "${hops}")`
+      })
+    }
+  })
+}
+
+t.test('production accepts the balancers\' addresses, /8 and /7 prefixes and proxy-addr\'s names', async (t) => {
+  const accepted = ['10.0.0.5,10.0.0.6', '10.0.0.0/8', 'fc00::/7', '::ffff:10.0.0.0/104', 'loopback,linklocal,uniquelocal', '2001:db8::1']
+  for (const value of accepted) t.same(loadConfig({ ...production, TRUST_PROXY: value }).trustProxy, value.split(','), value)
+})
+
 t.test('development accepts what production refuses (cheap argon2, seed overrides)', async (t) => {
   const config = loadConfig({ ARGON2_MEMORY_KIB: '64', ARGON2_ITERATIONS: '1', DEV_ADMIN_EMAIL: 'root@example.com', TRUST_PROXY: 'true' })
+  t.same(loadConfig({ TRUST_PROXY: '0.0.0.0/1,128.0.0.0/1' }).trustProxy, ['0.0.0.0/1', '128.0.0.0/1'], 'wide prefixes, like true, are for development only')
   t.equal(config.argon2.memoryCost, 64)
   t.equal(config.seed.admin.email, 'root@example.com')
   t.equal(config.trustProxy, true)

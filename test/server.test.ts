@@ -62,6 +62,10 @@ t.test('each bad configuration stops the process with exit 1 and one line naming
     ['production with a repeated-character JWT_SECRET', { ...production, JWT_SECRET: 'a'.repeat(48) }, 'JWT_SECRET'],
     ['production with the development JWT_SECRET', { ...production, JWT_SECRET: DEV_JWT_SECRET }, 'JWT_SECRET'],
     ['TRUST_PROXY=true in production', { ...production, TRUST_PROXY: 'true' }, 'TRUST_PROXY'],
+    ['TRUST_PROXY=1 (a hop count)', { TRUST_PROXY: '1' }, 'TRUST_PROXY'],
+    // proxy-addr refuses a /0 inside Fastify's constructor: once a "Startup failed: invalid range" line.
+    ['TRUST_PROXY=0.0.0.0/0', { TRUST_PROXY: '0.0.0.0/0' }, 'TRUST_PROXY'],
+    ['TRUST_PROXY=0.0.0.0/1,128.0.0.0/1 in production', { ...production, TRUST_PROXY: '0.0.0.0/1,128.0.0.0/1' }, 'TRUST_PROXY'],
     ['DEV_ADMIN_EMAIL in production', { ...production, DEV_ADMIN_EMAIL: 'root@example.com' }, 'DEV_ADMIN_EMAIL'],
     ['ARGON2_MEMORY_KIB=1024 in production', { ...production, ARGON2_MEMORY_KIB: '1024' }, 'ARGON2_MEMORY_KIB']
   ]

@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm'
-import { check, integer, pgTable, text, timestamp } from 'drizzle-orm/pg-core'
+import { check, integer, pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core'
 import { ROLES, type Role } from '../users/user.js'
 
 export const users = pgTable('users', {
@@ -20,3 +20,14 @@ export const users = pgTable('users', {
 ])
 
 export type UserRow = typeof users.$inferSelect
+
+/**
+ * CONTRACT §9's familiar addresses: where each account logged in successfully (the client
+ * address as the limits count it, IPv6 per /64), and when last. Rows older than 30 days no
+ * longer count, and go at that account's next login; they go with the account too.
+ */
+export const familiarAddresses = pgTable('familiar_addresses', {
+  userId: integer('user_id').notNull().references(() => users.id, { onDelete: 'cascade' }),
+  address: text().notNull(),
+  lastSeen: timestamp('last_seen', { withTimezone: true }).notNull().defaultNow()
+}, (t) => [primaryKey({ name: 'familiar_addresses_pkey', columns: [t.userId, t.address] })])

@@ -1,30 +1,54 @@
-import type { Redis } from 'ioredis'
+import { IN_FLIGHT_MS } from './policy.js'
 
 export interface Counter { readonly key: string, readonly max: number }
 
-/** The outcome of taking an attempt: allowed (counted), or refused with the wait in ms. */
-export type Take = { readonly blocked: false } | { readonly blocked: true, readonly index: number, readonly retryAfterMs: number }
+/** What a counted attempt turned out to be; only a failure counts as one. */
+export type Outcome = 'failure' | 'success' | 'abandoned'
+
+/** An attempt counted in flight on its counters until `finish` says what it was. */
+export interface Attempt {
+  /** failure: one more failure on every counter; success: the first counter starts afresh; abandoned: forgotten. */
+  finish (outcome: Outcome): Promise<void>
+}
 
 /**
- * Where failure counters live. `take` is atomic: when every counter is under its maximum it
- * counts the attempt on all of them at once; otherwise it changes nothing. Counting before
- * the password is checked means a burst of parallel guesses cannot slip past the limit.
+ * The decision on one attempt. `limiting` lists the counters (by index) that refused it.
+ * locked: a counter holds `max` failures, for `retryAfterMs` more. busy: a counter's failures
+ * and attempts in flight reach `max` together; those may yet succeed, so the answer is "later".
+ */
+export type Take =
+  | { readonly status: 'counted', readonly attempt: Attempt }
+  | { readonly status: 'locked', readonly index: number, readonly retryAfterMs: number, readonly limiting: readonly number[] }
+  | { readonly status: 'busy', readonly limiting: readonly number[] }
+
+/**
+ * Where login counters live. `take` is atomic: it refuses (changing nothing), or counts the
+ * attempt in flight on every counter. Counting before the password is checked means parallel
+ * guesses cannot slip past a limit; counting only finished failures as failures means a flood
+ * of right passwords, or of logins refused with 503, never locks an account.
  */
 export interface AttemptStore {
   take (counters: readonly Counter[], windowMs: number): Promise<Take>
-  /** A success: forget `clear`, and hand back the attempt counted on `refund`. */
-  settle (clear: string, refund: readonly string[]): Promise<void>
+}
+
+/** A memory store can also be told about a lock it did not count itself (the fall-back store's mirror). */
+export interface MemoryAttemptStore extends AttemptStore {
+  /** `key` holds `max` failures for `ms` more, whatever this instance counted. */
+  hold (key: string, max: number, ms: number): void
 }
 
 interface Entry { count: number, expiresAt: number }
+
+/** Suffix of the in-flight count of a counter (same hash tag as the counter in Redis). */
+export const IN_FLIGHT = ':inflight'
 
 /**
  * Counters in this instance's memory, expiring with their window. Bounded: when full, expired
  * entries go first, then the oldest tenth, so a flood of new keys costs memory only up to the cap.
  */
-export function createMemoryStore ({ maxEntries = 100_000, now = Date.now }: { maxEntries?: number, now?: () => number } = {}): AttemptStore {
+export function createMemoryStore ({ maxEntries = 100_000, now = Date.now }: { maxEntries?: number, now?: () => number } = {}): MemoryAttemptStore {
   const entries = new Map<string, Entry>()
-  const live = (key: string, at: number): Entry | undefined => {
+  const count = (key: string, at: number): Entry | undefined => {
     const entry = entries.get(key)
     if (entry && entry.expiresAt <= at) {
       entries.delete(key)
@@ -34,115 +58,60 @@ export function createMemoryStore ({ maxEntries = 100_000, now = Date.now }: { m
   }
   const makeRoom = (at: number): void => {
     for (const [key, entry] of entries) if (entry.expiresAt <= at) entries.delete(key)
-    if (entries.size < maxEntries) return
-    let drop = Math.ceil(maxEntries / 10)
+    let drop = entries.size < maxEntries ? 0 : Math.ceil(maxEntries / 10)
     for (const key of entries.keys()) {
       if (drop-- <= 0) break
       entries.delete(key)
     }
   }
+  /** One more on `key`; a new entry lives `ttl`, and so does an existing one when `refresh`. */
+  const add = (key: string, at: number, ttl: number, refresh: boolean): void => {
+    const entry = count(key, at)
+    if (entry) {
+      entry.count++
+      if (refresh) entry.expiresAt = at + ttl
+      return
+    }
+    if (entries.size >= maxEntries) makeRoom(at)
+    entries.set(key, { count: 1, expiresAt: at + ttl })
+  }
+
+  const finish = (counters: readonly Counter[], windowMs: number) => async (outcome: Outcome): Promise<void> => {
+    const at = now()
+    for (const { key } of counters) {
+      const inFlight = count(key + IN_FLIGHT, at)
+      if (inFlight && --inFlight.count <= 0) entries.delete(key + IN_FLIGHT)
+      if (outcome === 'failure') add(key, at, windowMs, false)
+    }
+    if (outcome === 'success') entries.delete(counters[0].key)
+  }
+
   return {
     async take (counters, windowMs) {
       const at = now()
-      let index = -1
-      let retryAfterMs = 0
+      let locked: { index: number, retryAfterMs: number } | undefined
+      const limiting: number[] = []
       for (const [i, { key, max }] of counters.entries()) {
-        const entry = live(key, at)
-        if (entry && entry.count >= max && entry.expiresAt - at > retryAfterMs) {
-          index = i
-          retryAfterMs = entry.expiresAt - at
+        const failures = count(key, at)
+        if (failures && failures.count >= max) {
+          limiting.push(i)
+          const retryAfterMs = failures.expiresAt - at
+          if (!locked || retryAfterMs > locked.retryAfterMs) locked = { index: i, retryAfterMs }
+        } else if ((failures?.count ?? 0) + (count(key + IN_FLIGHT, at)?.count ?? 0) >= max) {
+          limiting.push(i)
         }
       }
-      if (index >= 0) return { blocked: true, index, retryAfterMs }
-      for (const { key } of counters) {
-        const entry = live(key, at)
-        if (entry) {
-          entry.count++
-        } else {
-          if (entries.size >= maxEntries) makeRoom(at)
-          entries.set(key, { count: 1, expiresAt: at + windowMs })
-        }
-      }
-      return { blocked: false }
+      if (locked) return { status: 'locked', ...locked, limiting }
+      if (limiting.length > 0) return { status: 'busy', limiting }
+      for (const { key } of counters) add(key + IN_FLIGHT, at, IN_FLIGHT_MS, true)
+      return { status: 'counted', attempt: { finish: finish(counters, windowMs) } }
     },
-    async settle (clear, refund) {
+    hold (key, max, ms) {
       const at = now()
-      entries.delete(clear)
-      for (const key of refund) {
-        const entry = live(key, at)
-        if (entry && --entry.count <= 0) entries.delete(key)
-      }
+      const entry = count(key, at)
+      if (entry && entry.count >= max && entry.expiresAt >= at + ms) return
+      if (!entry && entries.size >= maxEntries) makeRoom(at)
+      entries.set(key, { count: Math.max(max, entry?.count ?? 0), expiresAt: at + ms })
     }
-  }
-}
-
-// The same semantics as the memory store, atomic on the Redis server.
-const TAKE = `
-local window = tonumber(ARGV[1])
-local index, wait = 0, 0
-for i, key in ipairs(KEYS) do
-  if tonumber(redis.call('GET', key) or '0') >= tonumber(ARGV[i + 1]) then
-    local ttl = redis.call('PTTL', key)
-    if ttl < 0 then ttl = window; redis.call('PEXPIRE', key, window) end
-    if ttl > wait then index, wait = i, ttl end
-  end
-end
-if index > 0 then return {index, wait} end
-for _, key in ipairs(KEYS) do
-  if redis.call('INCR', key) == 1 then redis.call('PEXPIRE', key, window) end
-end
-return {0, 0}
-`
-const SETTLE = `
-redis.call('DEL', KEYS[1])
-for i = 2, #KEYS do
-  if tonumber(redis.call('GET', KEYS[i]) or '0') > 1 then redis.call('DECR', KEYS[i]) else redis.call('DEL', KEYS[i]) end
-end
-return 0
-`
-
-interface LoginCommands {
-  loginTake (numKeys: number, ...args: Array<string | number>): Promise<[number, number]>
-  loginSettle (numKeys: number, ...keys: string[]): Promise<number>
-}
-
-/** Counters in Redis, shared by every instance; each operation is one Lua script, one round trip. */
-export function createRedisStore (redis: Redis): AttemptStore {
-  if (!('loginTake' in redis)) {
-    redis.defineCommand('loginTake', { lua: TAKE })
-    redis.defineCommand('loginSettle', { lua: SETTLE })
-  }
-  const commands = redis as unknown as LoginCommands
-  return {
-    async take (counters, windowMs) {
-      const [index, wait] = await commands.loginTake(counters.length, ...counters.map((c) => c.key), windowMs, ...counters.map((c) => c.max))
-      return index === 0 ? { blocked: false } : { blocked: true, index: index - 1, retryAfterMs: wait }
-    },
-    async settle (clear, refund) {
-      await commands.loginSettle(1 + refund.length, clear, ...refund)
-    }
-  }
-}
-
-/**
- * Redis while it answers, this instance's memory while it does not: a Redis outage never
- * blocks a login, it only makes the counters local until Redis is back.
- */
-export function createFallbackStore (primary: AttemptStore, fallback: AttemptStore, options: { isReady: () => boolean, onFallback: (error: unknown) => void }): AttemptStore {
-  const attempt = async <T>(work: (store: AttemptStore) => Promise<T>): Promise<T> => {
-    if (options.isReady()) {
-      try {
-        return await work(primary)
-      } catch (error) {
-        options.onFallback(error)
-      }
-    } else {
-      options.onFallback(new Error('Redis is not connected'))
-    }
-    return work(fallback)
-  }
-  return {
-    take: (counters, windowMs) => attempt((store) => store.take(counters, windowMs)),
-    settle: (clear, refund) => attempt((store) => store.settle(clear, refund))
   }
 }

@@ -1,40 +1,52 @@
 import fp from 'fastify-plugin'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Config } from '../config.js'
-import { TooManyAttemptsError } from '../domain-errors.js'
+import { ServiceUnavailableError, TooManyAttemptsError } from '../domain-errors.js'
 import { throttledWarning } from '../logger.js'
 import { emailDigest, requestSecurityEvent } from '../security-events.js'
-import { createFallbackStore, createMemoryStore, createRedisStore, type AttemptStore } from './attempt-stores.js'
+import { createMemoryStore, type AttemptStore } from './attempt-stores.js'
+import { createFamiliarAddresses } from './familiar-addresses.js'
 import { createLoginLimiter } from './login-limiter.js'
 import { addressKey } from './policy.js'
+import { createFallbackStore, createRedisStore } from './redis-attempt-store.js'
 
-/** One login as the limiter sees it. */
+/** One login as the limiter sees it, counted in flight until the route says how it ended. */
 export interface LoginAttempt {
   /** The e-mail's HMAC, for the security events of this login. */
   readonly emailHmac: string
-  /** The password was right: clears the (address, e-mail) counter. */
-  succeeded (): Promise<void>
+  /** Wrong password or no such account: one more failure on each counter. */
+  failed (): Promise<void>
+  /** The right password: the (address, e-mail) counter starts afresh and the address becomes familiar. */
+  succeeded (userId: number): Promise<void>
+  /** Neither (503: hashing saturated, database down): CONTRACT §9 counts only failures. */
+  abandoned (): Promise<void>
 }
 
 declare module 'fastify' {
   interface FastifyInstance {
     loginLimiter: {
-      /** Counts the attempt, or answers 429 with Retry-After (and logs authn_login_lock) when a §9 limit is reached. */
+      /**
+       * Counts the attempt in flight, or refuses it: 429 with Retry-After (and authn_login_lock)
+       * when a §9 limit is reached, 503 while attempts in flight fill one.
+       */
       begin (request: FastifyRequest, reply: FastifyReply, email: string): Promise<LoginAttempt>
     }
   }
 }
 
+const nothing = async () => {}
+
 /**
  * CONTRACT §9's failed-login counters, called by the login route before any hashing.
- * Counters live in Redis when limits-redis connected one, in memory otherwise.
+ * Counters live in Redis when limits-redis connected one, in memory otherwise; familiar
+ * addresses live in the database.
  */
 export default fp<{ config: Config }>(async function loginLimitPlugin (app, { config }) {
   const digest = (email: string) => emailDigest(config.jwt.digestKey, email)
   if (!config.rateLimits) {
     app.decorate('loginLimiter', {
       async begin (_request: FastifyRequest, _reply: FastifyReply, email: string) {
-        return { emailHmac: digest(email), succeeded: async () => {} }
+        return { emailHmac: digest(email), failed: nothing, succeeded: nothing, abandoned: nothing }
       }
     })
     return
@@ -47,19 +59,36 @@ export default fp<{ config: Config }>(async function loginLimitPlugin (app, { co
     const warn = throttledWarning(app.log, 'login limiter falls back to this instance\'s counters: Redis did not answer')
     store = createFallbackStore(createRedisStore(redis), memory, { isReady: () => redis.status === 'ready', onFallback: (error) => warn({ err: error }) })
   }
-  const limiter = createLoginLimiter(store, { prefix: `${app.limitsKeyPrefix}login:` })
+  const limiter = createLoginLimiter(store, { prefix: app.limitsKeyPrefix })
+  const familiar = createFamiliarAddresses(app.database.db)
 
   app.decorate('loginLimiter', {
     async begin (request: FastifyRequest, reply: FastifyReply, email: string): Promise<LoginAttempt> {
       const address = addressKey(request.ip)
       const emailHmac = digest(email)
-      const verdict = await limiter.begin(address, emailHmac)
-      if (verdict.blocked) {
+      const verdict = await limiter.begin(address, emailHmac, () => familiar.isFamiliar(email, address))
+      if (verdict.status === 'locked') {
         requestSecurityEvent(request, 'authn_login_lock', { emailHmac, reason: verdict.limit, retryAfter: verdict.retryAfterSeconds })
         reply.header('retry-after', String(verdict.retryAfterSeconds))
         throw new TooManyAttemptsError()
       }
-      return { emailHmac, succeeded: () => limiter.succeeded(address, emailHmac) }
+      if (verdict.status === 'busy') {
+        requestSecurityEvent(request, 'excess_rate_limit_exceeded', { emailHmac, reason: `login in flight: ${verdict.limit}` })
+        throw new ServiceUnavailableError()
+      }
+      const { attempt } = verdict
+      return {
+        emailHmac,
+        failed: () => attempt.finish('failure'),
+        abandoned: () => attempt.finish('abandoned'),
+        async succeeded (userId) {
+          await Promise.all([
+            attempt.finish('success'),
+            // A login is not failed for want of this row; the address is simply not familiar yet.
+            familiar.remember(userId, email, address).catch((error) => request.log.warn({ err: error, userId }, 'familiar address not recorded'))
+          ])
+        }
+      }
     }
   })
-}, { fastify: '5.x', name: 'login-limit', dependencies: ['limits-redis'] })
+}, { fastify: '5.x', name: 'login-limit', dependencies: ['limits-redis', 'db'] })

@@ -1,31 +1,46 @@
-import type { AttemptStore } from './attempt-stores.js'
+import type { Attempt, AttemptStore, Counter } from './attempt-stores.js'
 import { LOGIN_LIMITS, LOGIN_WINDOW_MS, type LoginLimit } from './policy.js'
 
-export type LoginVerdict = { readonly blocked: false } | { readonly blocked: true, readonly limit: LoginLimit, readonly retryAfterSeconds: number }
+export type LoginVerdict =
+  | { readonly status: 'counted', readonly attempt: Attempt }
+  | { readonly status: 'locked', readonly limit: LoginLimit, readonly retryAfterSeconds: number }
+  | { readonly status: 'busy', readonly limit: LoginLimit }
+
+const LIMITS = Object.keys(LOGIN_LIMITS) as LoginLimit[]
+// The pair comes first: a success clears the first counter (attempt-stores.ts).
+const EMAIL = LIMITS.indexOf('email')
 
 /**
  * The three §9 counters of one login: (address, e-mail), e-mail, address. `address` is already
  * grouped (IPv6 per /64) and `emailKey` is the e-mail's HMAC, so no store holds an e-mail.
+ * Every key carries the hash tag `{login}`: the keys of one decision are spread over three
+ * families (an address's, an e-mail's, a pair's), so only a tag they all share puts them in one
+ * Redis Cluster slot, as a multi-key script requires.
  */
-export function createLoginLimiter (store: AttemptStore, { prefix = 'ums:login:', windowMs = LOGIN_WINDOW_MS } = {}) {
-  const limits = Object.keys(LOGIN_LIMITS) as LoginLimit[]
-  const keys = (address: string, emailKey: string) => ({
-    pair: `${prefix}pair:${address}|${emailKey}`,
-    email: `${prefix}email:${emailKey}`,
-    address: `${prefix}address:${address}`
-  })
+export function createLoginLimiter (store: AttemptStore, { prefix = 'ums:', windowMs = LOGIN_WINDOW_MS } = {}) {
+  const counters = (address: string, emailKey: string, familiar: boolean): Counter[] => {
+    const keys: Record<LoginLimit, string> = {
+      pair: `${prefix}{login}:pair:${address}|${emailKey}`,
+      email: `${prefix}{login}:email:${emailKey}`,
+      address: `${prefix}{login}:address:${address}`
+    }
+    // A familiar address still adds to the e-mail's failures, but is never refused for them.
+    return LIMITS.map((limit) => ({ key: keys[limit], max: familiar && limit === 'email' ? Number.MAX_SAFE_INTEGER : LOGIN_LIMITS[limit] }))
+  }
   return {
-    /** Counts the attempt as a failure unless a limit is already reached; then refuses it. */
-    async begin (address: string, emailKey: string): Promise<LoginVerdict> {
-      const k = keys(address, emailKey)
-      const result = await store.take(limits.map((limit) => ({ key: k[limit], max: LOGIN_LIMITS[limit] })), windowMs)
-      if (!result.blocked) return result
-      return { blocked: true, limit: limits[result.index], retryAfterSeconds: Math.max(1, Math.ceil(result.retryAfterMs / 1000)) }
-    },
-    /** The password was right: the pair starts afresh, and the attempt was not a failure after all. */
-    async succeeded (address: string, emailKey: string): Promise<void> {
-      const k = keys(address, emailKey)
-      await store.settle(k.pair, [k.email, k.address])
+    /**
+     * Counts the attempt in flight unless a limit refuses it. When the per-e-mail limit alone
+     * refuses, `isFamiliar` is asked (the smart lockout): a familiar address tries again
+     * without that limit.
+     */
+    async begin (address: string, emailKey: string, isFamiliar: () => Promise<boolean>): Promise<LoginVerdict> {
+      let taken = await store.take(counters(address, emailKey, false), windowMs)
+      if (taken.status !== 'counted' && taken.limiting.length === 1 && taken.limiting[0] === EMAIL && await isFamiliar()) {
+        taken = await store.take(counters(address, emailKey, true), windowMs)
+      }
+      if (taken.status === 'counted') return taken
+      if (taken.status === 'busy') return { status: 'busy', limit: LIMITS[taken.limiting[0]] }
+      return { status: 'locked', limit: LIMITS[taken.index], retryAfterSeconds: Math.max(1, Math.ceil(taken.retryAfterMs / 1000)) }
     }
   }
 }

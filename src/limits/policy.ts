@@ -5,6 +5,16 @@ export const LOGIN_WINDOW_MS = 15 * 60 * 1000
 export const LOGIN_LIMITS = { pair: 10, email: 50, address: 100 } as const
 export type LoginLimit = keyof typeof LOGIN_LIMITS
 
+/**
+ * How long a login may stay counted as in flight without an outcome: far above the slowest
+ * login (2 s waiting for a hashing slot, the hash, a 5 s statement timeout), and short enough
+ * that the attempts of an instance that died mid-login stop holding their counters soon.
+ */
+export const IN_FLIGHT_MS = 60_000
+
+/** CONTRACT §9: an address is familiar to an account for 30 days after a successful login from it. */
+export const FAMILIAR_MS = 30 * 24 * 60 * 60 * 1000
+
 /** CONTRACT §9: sign-ups per client address. */
 export const SIGNUP_LIMIT = { max: 20, timeWindow: 60_000 } as const
 

@@ -4,6 +4,7 @@ import type { Config } from '../config.js'
 import { TooManyAttemptsError } from '../domain-errors.js'
 import { throttledWarning } from '../logger.js'
 import { requestSecurityEvent } from '../security-events.js'
+import { signupStore } from './signup-store.js'
 
 /**
  * The sign-up limit (@fastify/rate-limit, per address, IPv6 per /64; routes opt in with
@@ -20,14 +21,15 @@ export default fp<{ config: Config }>(async function signupLimitPlugin (app, { c
     })
   }
 
+  const fallbackWarning = throttledWarning(app.log, 'sign-up limit falls back to this instance\'s counters: Redis did not answer')
   const options: RateLimitPluginOptions = {
     global: false,
     nameSpace: `${app.limitsKeyPrefix}signup:`,
-    // Redis down must not turn sign-ups into 500s: the request goes through unlimited.
-    skipOnError: true,
+    // With Redis, a store that falls back to this instance's counters: Redis down never means no limit.
+    ...(app.limitsRedis ? { store: signupStore(app.limitsRedis, `${app.limitsKeyPrefix}signup:`, (error) => fallbackWarning({ err: error })) } : {}),
     // The error handler shapes UMS_ errors as { statusCode, error, message } with our Spanish text.
     errorResponseBuilder: () => new TooManyAttemptsError(),
     onExceeded: (request) => requestSecurityEvent(request, 'excess_rate_limit_exceeded', { reason: 'signup' })
   }
-  await app.register(rateLimit, app.limitsRedis ? { ...options, redis: app.limitsRedis } : options)
+  await app.register(rateLimit, options)
 }, { fastify: '5.x', name: 'signup-limit', dependencies: ['limits-redis'] })

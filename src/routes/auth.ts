@@ -63,15 +63,20 @@ const authRoutes: FastifyPluginAsyncTypebox = async function (app) {
     }
   }, async function (request, reply) {
     const { email, password } = request.body
-    // §9: counted (or refused with 429) before any hashing, whether the account exists or not.
+    // §9: counted in flight (or refused) before any hashing, whether the account exists or not.
     const attempt = await app.loginLimiter.begin(request, reply, email)
-    const check = await passwords.checkLogin(password, () => usersRepository.findByEmail(email))
+    const check = await passwords.checkLogin(password, () => usersRepository.findByEmail(email)).catch(async (error: unknown) => {
+      // A 503 (hashing saturated, database down) is no failed attempt: only failures count.
+      await attempt.abandoned()
+      throw error
+    })
     const user = check.account
     if (!user || !check.valid) {
+      await attempt.failed()
       requestSecurityEvent(request, 'authn_login_fail', user ? { userId: user.id } : { emailHmac: attempt.emailHmac })
       throw new InvalidCredentialsError()
     }
-    await attempt.succeeded()
+    await attempt.succeeded(user.id)
     requestSecurityEvent(request, 'authn_login_success', { userId: user.id })
     if (check.needsRehash) {
       try {

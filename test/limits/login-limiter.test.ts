@@ -2,8 +2,6 @@ import { eq } from 'drizzle-orm'
 import t, { type Test } from 'tap'
 import type { App } from '../../src/app.js'
 import { users } from '../../src/db/schema.js'
-import { createMemoryStore } from '../../src/limits/attempt-stores.js'
-import { createLoginLimiter } from '../../src/limits/login-limiter.js'
 import { LOGIN_WINDOW_MS } from '../../src/limits/policy.js'
 import { build, captureLog, redisIsUp, redisPrefix, seedAccounts, testDatabases, TEST_REDIS_URL as REDIS_URL } from '../helper.js'
 
@@ -134,21 +132,3 @@ for (const kind of testDatabases()) {
     })
   })
 }
-
-t.test('the memory store forgets a window once it has passed, and stays bounded', async (t) => {
-  let now = 0
-  const limiter = createLoginLimiter(createMemoryStore({ now: () => now }))
-  for (let i = 0; i < 10; i++) t.strictSame(await limiter.begin('192.0.2.1', 'e'), { blocked: false })
-  t.strictSame(await limiter.begin('192.0.2.1', 'e'), { blocked: true, limit: 'pair', retryAfterSeconds: 900 })
-  now = LOGIN_WINDOW_MS - 1000
-  t.strictSame(await limiter.begin('192.0.2.1', 'e'), { blocked: true, limit: 'pair', retryAfterSeconds: 1 })
-  now = LOGIN_WINDOW_MS
-  t.strictSame(await limiter.begin('192.0.2.1', 'e'), { blocked: false }, 'a new window starts')
-
-  const small = createLoginLimiter(createMemoryStore({ maxEntries: 30, now: () => now }))
-  for (let i = 0; i < 10; i++) await small.begin('192.0.2.2', 'first')
-  t.strictSame(await small.begin('192.0.2.2', 'first'), { blocked: true, limit: 'pair', retryAfterSeconds: 900 })
-  // Each new e-mail adds two entries (pair and e-mail): the oldest are dropped to make room.
-  for (let i = 0; i < 40; i++) await small.begin(`192.0.2.${100 + i}`, `other${i}`)
-  t.strictSame(await small.begin('192.0.2.2', 'first'), { blocked: false }, 'the oldest counters were evicted, not the process memory grown')
-})

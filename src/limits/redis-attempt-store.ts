@@ -1,0 +1,105 @@
+import { randomUUID } from 'node:crypto'
+import type { Redis } from 'ioredis'
+import { IN_FLIGHT, type AttemptStore, type MemoryAttemptStore, type Outcome, type Take } from './attempt-stores.js'
+import { IN_FLIGHT_MS } from './policy.js'
+
+// The memory store's semantics, atomic on the Redis server. KEYS: each counter's failures key,
+// then its in-flight key. The caller gives every key one hash tag, so a Redis Cluster runs it.
+// Attempts in flight are a sorted set of attempt ids scored by when they stop counting: an
+// attempt whose finish never arrives (its instance died, or its timed-out command ran after a
+// pause) drops out after IN_FLIGHT_MS however busy the counter stays.
+const TAKE = `
+local window, hold, id = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+local time = redis.call('TIME')
+local now = time[1] * 1000 + math.floor(time[2] / 1000)
+local result = {0, 0, 0}
+for i = 1, #KEYS / 2 do
+  local max = tonumber(ARGV[i + 3])
+  local failures = tonumber(redis.call('GET', KEYS[2 * i - 1]) or '0')
+  redis.call('ZREMRANGEBYSCORE', KEYS[2 * i], '-inf', now)
+  if failures >= max then
+    local ttl = redis.call('PTTL', KEYS[2 * i - 1])
+    if ttl < 0 then ttl = window; redis.call('PEXPIRE', KEYS[2 * i - 1], window) end
+    if result[1] ~= 1 or ttl > result[3] then result[1], result[2], result[3] = 1, i, ttl end
+    table.insert(result, i)
+  elseif failures + redis.call('ZCARD', KEYS[2 * i]) >= max then
+    if result[1] == 0 then result[1] = 2 end
+    table.insert(result, i)
+  end
+end
+if result[1] == 0 then
+  for i = 1, #KEYS / 2 do
+    redis.call('ZADD', KEYS[2 * i], now + hold, id)
+    redis.call('PEXPIRE', KEYS[2 * i], hold)
+  end
+end
+return result
+`
+const FINISH = `
+for i = 1, #KEYS / 2 do
+  redis.call('ZREM', KEYS[2 * i], ARGV[3])
+  if ARGV[2] == 'failure' and redis.call('INCR', KEYS[2 * i - 1]) == 1 then redis.call('PEXPIRE', KEYS[2 * i - 1], ARGV[1]) end
+end
+if ARGV[2] == 'success' then redis.call('DEL', KEYS[1]) end
+return 0
+`
+
+interface LoginCommands {
+  loginTake (numKeys: number, ...args: Array<string | number>): Promise<number[]>
+  loginFinish (numKeys: number, ...args: Array<string | number>): Promise<number>
+}
+
+/** Counters in Redis, shared by every instance; each operation is one Lua script, one round trip. */
+export function createRedisStore (redis: Redis): AttemptStore {
+  if (!('loginTake' in redis)) {
+    redis.defineCommand('loginTake', { lua: TAKE })
+    redis.defineCommand('loginFinish', { lua: FINISH })
+  }
+  const commands = redis as unknown as LoginCommands
+  return {
+    async take (counters, windowMs) {
+      const keys = counters.flatMap(({ key }) => [key, key + IN_FLIGHT])
+      const id = randomUUID()
+      const [status, index, wait, ...limiting] = await commands.loginTake(keys.length, ...keys, windowMs, IN_FLIGHT_MS, id, ...counters.map((c) => c.max))
+      const refusing = limiting.map((i) => i - 1)
+      if (status === 1) return { status: 'locked', index: index - 1, retryAfterMs: wait, limiting: refusing }
+      if (status === 2) return { status: 'busy', limiting: refusing }
+      const finish = async (outcome: Outcome) => { await commands.loginFinish(keys.length, ...keys, windowMs, outcome, id) }
+      return { status: 'counted', attempt: { finish } }
+    }
+  }
+}
+
+/**
+ * Redis while it answers, this instance's memory while it does not: a Redis outage never blocks
+ * a login, and never lifts the limits either. The memory store keeps a mirror of what this
+ * instance saw: its own attempts and their outcomes, and every lock Redis reported, so a pair
+ * locked in Redis stays locked here when Redis stops answering.
+ */
+export function createFallbackStore (primary: AttemptStore, local: MemoryAttemptStore, options: { isReady: () => boolean, onFallback: (error: unknown) => void }): AttemptStore {
+  const { isReady, onFallback } = options
+  return {
+    async take (counters, windowMs) {
+      let taken: Take
+      try {
+        if (!isReady()) throw new Error('Redis is not connected')
+        taken = await primary.take(counters, windowMs)
+      } catch (error) {
+        onFallback(error)
+        return local.take(counters, windowMs)
+      }
+      if (taken.status === 'locked') local.hold(counters[taken.index].key, counters[taken.index].max, taken.retryAfterMs)
+      if (taken.status !== 'counted') return taken
+      const shared = taken.attempt
+      // Never refused: the mirror only counts, Redis decides.
+      const mirror = await local.take(counters.map(({ key }) => ({ key, max: Infinity })), windowMs)
+      const finish = async (outcome: Outcome) => {
+        await Promise.all([
+          shared.finish(outcome).catch(onFallback),
+          mirror.status === 'counted' ? mirror.attempt.finish(outcome) : undefined
+        ])
+      }
+      return { status: 'counted', attempt: { finish } }
+    }
+  }
+}

@@ -1,0 +1,53 @@
+import { createRequire } from 'node:module'
+import type { Redis } from 'ioredis'
+import type { FastifyRateLimitStore, FastifyRateLimitStoreCtor } from '@fastify/rate-limit'
+
+type Store = FastifyRateLimitStore
+type RouteOptions = Parameters<Store['child']>[0]
+
+// @fastify/rate-limit's own two stores. Its package has no exports map, so they load by path;
+// its types describe only the store interface, so their constructors are typed here.
+const require = createRequire(import.meta.url)
+const LocalStore: new (continueExceeding: boolean, exponentialBackoff: boolean, cache?: number) => Store = require('@fastify/rate-limit/store/LocalStore.js')
+const RedisStore: new (continueExceeding: boolean, exponentialBackoff: boolean, redis: Redis, key?: string) => Store = require('@fastify/rate-limit/store/RedisStore.js')
+
+/**
+ * Redis's count while Redis answers, this instance's own count when it does not: every sign-up
+ * is also counted in the instance (the library's LocalStore), so a Redis that is down or paused
+ * leaves the limit on the instance's counters, never on no limit at all (which is what
+ * `skipOnError` would do).
+ */
+class FallbackStore implements Store {
+  constructor (
+    private readonly shared: Store,
+    private readonly own: Store,
+    private readonly isReady: () => boolean,
+    private readonly onFallback: (error: unknown) => void
+  ) {}
+
+  incr (key: string, callback: Parameters<Store['incr']>[1], timeWindow: number, max: number): void {
+    this.own.incr(key, (_error, mine) => {
+      if (!this.isReady()) {
+        this.onFallback(new Error('Redis is not connected'))
+        return callback(null, mine)
+      }
+      this.shared.incr(key, (error, result) => {
+        if (error) this.onFallback(error)
+        callback(null, error ? mine : result)
+      }, timeWindow, max)
+    }, timeWindow, max)
+  }
+
+  child (routeOptions: RouteOptions): Store {
+    return new FallbackStore(this.shared.child(routeOptions), this.own.child(routeOptions), this.isReady, this.onFallback)
+  }
+}
+
+/** The `store` option of @fastify/rate-limit for the sign-up limit when REDIS_URL is set. */
+export function signupStore (redis: Redis, nameSpace: string, onFallback: (error: unknown) => void): FastifyRateLimitStoreCtor {
+  return class extends FallbackStore {
+    constructor () {
+      super(new RedisStore(false, false, redis, nameSpace), new LocalStore(false, false), () => redis.status === 'ready', onFallback)
+    }
+  }
+}

@@ -1,0 +1,105 @@
+import t, { type Test } from 'tap'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { buildApp, type App } from '../../src/app.js'
+import { captureLog, createTestDatabase, seedAccounts, testConfig, testDatabases, uniqueUser, type DatabaseKind } from '../helper.js'
+import { ownRedisSkip, startOwnRedis } from './own-redis.js'
+
+const tooMany = { statusCode: 429, error: 'Too Many Requests', message: 'Demasiados intentos, inténtelo más tarde' }
+const badCredentials = { statusCode: 401, error: 'Unauthorized', message: 'Credenciales inválidas' }
+const { user } = seedAccounts
+type Answer = Awaited<ReturnType<App['inject']>>
+
+/** `count` instances over one database and one Redis, as behind a balancer; the first seeds the accounts. */
+async function instances (t: Test, kind: DatabaseKind, count: number, redisUrl: string) {
+  const { database } = await createTestDatabase(t, kind)
+  const log = captureLog()
+  const apps: App[] = []
+  for (let i = 0; i < count; i++) {
+    const app = await buildApp(testConfig({ RATE_LIMITS: 'on', REDIS_URL: redisUrl }), { database, seed: i === 0, limitsKeyPrefix: 'ums-own:', logger: { level: 'warn', stream: log.stream } })
+    t.teardown(() => app.close())
+    apps.push(app)
+  }
+  return { apps, log }
+}
+
+/** The answer, and a check that it came within 3 s. */
+async function timed (t: Test, what: string, request: () => Promise<Answer>) {
+  const started = Date.now()
+  const response = await request()
+  const ms = Date.now() - started
+  t.ok(ms < 3000, `${what}: answered in ${ms} ms`)
+  return response
+}
+
+const login = (app: App, password: string, remoteAddress: string) =>
+  app.inject({ method: 'POST', url: '/auth/login', payload: { email: user.email, password }, remoteAddress })
+const signup = (app: App, remoteAddress: string) =>
+  app.inject({ method: 'POST', url: '/auth/signup', payload: uniqueUser('ro'), remoteAddress })
+
+function assertTooMany (t: Test, response: Answer, message: string) {
+  t.equal(response.statusCode, 429, message)
+  t.strictSame(response.json(), tooMany)
+  t.match(response.headers['retry-after'], /^[1-9][0-9]*$/, 'with Retry-After')
+}
+
+for (const kind of testDatabases()) {
+  t.test(`Redis down or paused (CONTRACT §9) on ${kind}`, { skip: ownRedisSkip }, async (t) => {
+    for (const outage of ['stopped', 'paused'] as const) {
+      t.test(`with Redis ${outage}, sign-ups from one address get 429 after 20, each answer within 3 s`, async (t) => {
+        const redis = await startOwnRedis(t)
+        const { apps: [app], log } = await instances(t, kind, 1, redis.url)
+        t.equal((await signup(app, '203.0.113.30')).statusCode, 201, 'the first, counted in Redis')
+        if (outage === 'stopped') await redis.stop()
+        else redis.pause()
+        for (let i = 2; i <= 20; i++) {
+          const response = await timed(t, `sign-up ${i}`, () => signup(app, '203.0.113.30'))
+          t.equal(response.statusCode, 201, `sign-up ${i}`)
+        }
+        assertTooMany(t, await timed(t, 'sign-up 21', () => signup(app, '203.0.113.30')), 'the 21st, on this instance\'s counters')
+        t.equal((await timed(t, 'another address', () => signup(app, '203.0.113.31'))).statusCode, 201, 'another address is not limited')
+        t.equal(log.lines.filter((line) => /sign-up limit falls back/.test(line.msg)).length, 1, 'one warning, however many requests')
+        redis.resume()
+      })
+    }
+
+    t.test('a pair locked in Redis stays locked while Redis is paused; other logins answer within 3 s', async (t) => {
+      const redis = await startOwnRedis(t)
+      const { apps: [first, second], log } = await instances(t, kind, 2, redis.url)
+      for (let i = 0; i < 10; i++) {
+        const response = await login(first, 'Wrong12345', '203.0.113.40')
+        t.equal(response.statusCode, 401)
+        t.strictSame(response.json(), badCredentials)
+      }
+      assertTooMany(t, await login(second, user.password, '203.0.113.40'), 'the other instance sees the lock in Redis')
+      redis.pause()
+      assertTooMany(t, await timed(t, 'paused, first', () => login(first, user.password, '203.0.113.40')), 'the instance that counted the failures')
+      assertTooMany(t, await timed(t, 'paused, second', () => login(second, user.password, '203.0.113.40')), 'the instance that saw the lock')
+      const elsewhere = await timed(t, 'paused, another address', () => login(second, user.password, '203.0.113.41'))
+      t.equal(elsewhere.statusCode, 200, 'another address logs in')
+      t.strictSame(Object.keys(elsewhere.json()).sort(), ['email', 'id', 'token', 'username'])
+      const wrong = await timed(t, 'paused, a wrong password', () => login(first, 'Wrong12345', '203.0.113.42'))
+      t.equal(wrong.statusCode, 401)
+      t.strictSame(wrong.json(), badCredentials)
+      t.ok(log.lines.some((line) => /login limiter falls back/.test(line.msg)), 'a warning says so')
+      redis.resume()
+      // Back to Redis: its count was never lost.
+      await sleep(100)
+      assertTooMany(t, await login(second, user.password, '203.0.113.40'), 'still locked once Redis answers again')
+    })
+
+    t.test('on a Redis Cluster node, the keys of one decision share a slot: the script runs, and counts are shared', async (t) => {
+      const redis = await startOwnRedis(t, ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf'])
+      const admin = redis.client()
+      await admin.call('CLUSTER', 'ADDSLOTSRANGE', '0', '16383')
+      for (let tries = 0; !/cluster_state:ok/.test(String(await admin.call('CLUSTER', 'INFO'))); tries++) {
+        if (tries > 100) throw new Error('the one-node cluster did not come up')
+        await sleep(100)
+      }
+      const { apps: [first, second], log } = await instances(t, kind, 2, redis.url)
+      for (let i = 0; i < 10; i++) t.equal((await login(i % 2 === 0 ? first : second, 'Wrong12345', '203.0.113.50')).statusCode, 401)
+      assertTooMany(t, await login(first, user.password, '203.0.113.50'), 'five failures on each instance add up in Redis')
+      t.equal((await signup(first, '203.0.113.50')).statusCode, 201, 'sign-ups are counted there too')
+      t.strictSame(log.lines.filter((line) => /falls back/.test(line.msg)).map((line) => line.err?.message), [], 'Redis never refused a script (CROSSSLOT)')
+    })
+  })
+}

@@ -1,0 +1,68 @@
+import { eq, sql } from 'drizzle-orm'
+import t, { type Test } from 'tap'
+import { buildApp, type App } from '../../src/app.js'
+import { familiarAddresses } from '../../src/db/schema.js'
+import { createTestDatabase, testConfig, testDatabases } from '../helper.js'
+
+const tooMany = { statusCode: 429, error: 'Too Many Requests', message: 'Demasiados intentos, inténtelo más tarde' }
+const bob = { username: 'bob', email: 'bob@example.com', password: 'Secreto123' }
+type Answer = Awaited<ReturnType<App['inject']>>
+
+const login = (app: App, password: string, remoteAddress: string) =>
+  app.inject({ method: 'POST', url: '/auth/login', payload: { email: bob.email, password }, remoteAddress })
+
+function assertSignedIn (t: Test, response: Answer, message: string) {
+  t.equal(response.statusCode, 200, message)
+  const body = response.json()
+  t.type(body.token, 'string')
+  t.strictSame(body, { id: body.id, token: body.token, username: bob.username, email: bob.email })
+}
+
+function assertTooMany (t: Test, response: Answer, message: string) {
+  t.equal(response.statusCode, 429, message)
+  t.strictSame(response.json(), tooMany)
+  t.match(response.headers['retry-after'], /^[1-9][0-9]*$/, 'with Retry-After')
+}
+
+/** 50 wrong passwords for bob, ten from each of five strangers' addresses: no pair is over its limit. */
+async function lockBobsEmail (t: Test, app: App) {
+  for (let i = 0; i < 50; i++) {
+    const response = await login(app, 'Wrong12345', `203.0.113.${Math.floor(i / 10) + 1}`)
+    if (response.statusCode !== 401) t.fail(`failure ${i + 1}: ${response.statusCode} ${response.body}`)
+  }
+}
+
+for (const kind of testDatabases()) {
+  t.test(`smart lockout (CONTRACT §9) on ${kind}`, async (t) => {
+    // Two instances over one database and no Redis: each counts on its own, both see familiar addresses.
+    const { database } = await createTestDatabase(t, kind)
+    const instance = async () => {
+      const app = await buildApp(testConfig({ RATE_LIMITS: 'on' }), { database })
+      t.teardown(() => app.close())
+      return app
+    }
+    const [first, second] = [await instance(), await instance()]
+    t.equal((await first.inject({ method: 'POST', url: '/auth/signup', payload: bob, remoteAddress: '10.9.9.9' })).statusCode, 201)
+    assertSignedIn(t, await login(first, bob.password, '198.51.100.10'), 'bob signs in from home')
+    assertSignedIn(t, await login(first, bob.password, '2001:db8:1:2::5'), 'and from his IPv6 network')
+    const rows = await database.db.select({ address: familiarAddresses.address }).from(familiarAddresses).orderBy(familiarAddresses.address)
+    t.strictSame(rows, [{ address: '198.51.100.10' }, { address: '2001:db8:1:2::' }], 'familiar addresses as the limits count them (IPv6 per /64)')
+
+    await lockBobsEmail(t, first)
+    await lockBobsEmail(t, second)
+    assertTooMany(t, await login(second, bob.password, '203.0.113.99'), 'a stranger\'s address is refused, even with the right password')
+    assertSignedIn(t, await login(second, bob.password, '198.51.100.10'), 'bob still signs in from home, on the instance that never saw him')
+    assertSignedIn(t, await login(second, bob.password, '2001:db8:1:2:abcd::1'), 'and from another host of his /64')
+    assertSignedIn(t, await login(first, bob.password, '198.51.100.10'), 'and on the first instance')
+    assertTooMany(t, await login(first, bob.password, '203.0.113.99'), 'the stranger is still refused there')
+
+    for (let i = 0; i < 10; i++) t.equal((await login(second, 'Wrong12345', '198.51.100.10')).statusCode, 401)
+    assertTooMany(t, await login(second, bob.password, '198.51.100.10'), 'the pair limit still applies to a familiar address')
+
+    // Thirty days without a login from there: the address is a stranger's again.
+    await database.db.update(familiarAddresses).set({ lastSeen: sql`now() - interval '31 days'` }).where(eq(familiarAddresses.address, '2001:db8:1:2::'))
+    const third = await instance()
+    await lockBobsEmail(t, third)
+    assertTooMany(t, await login(third, bob.password, '2001:db8:1:2::5'), 'a familiar address expires after 30 days')
+  })
+}
