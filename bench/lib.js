@@ -119,8 +119,8 @@ export const median = (values) => {
  * Starts bench/db-ceiling.js (the database-bound ceiling, or with `design` one of
  * bench/listing-designs.js's listings) on `databaseUrl`, verifying tokens signed with `secret`.
  */
-export async function startDbCeiling ({ databaseUrl, secret, port, cpu, design, env = {} }) {
-  const script = ['node', 'bench/db-ceiling.js']
+export async function startDbCeiling ({ databaseUrl, secret, port, cpu, design, env = {}, nodeArgs = [] }) {
+  const script = ['node', ...nodeArgs, 'bench/db-ceiling.js']
   const command = cpu === undefined ? script : ['taskset', '-c', String(cpu), ...script]
   const base = `http://127.0.0.1:${port}`
   return { base, ...await startProcess(command, { DATABASE_URL: databaseUrl, JWT_SECRET: secret, PORT: String(port), ...(design ? { LISTING_DESIGN: design } : {}), ...env }, `${base}/`) }

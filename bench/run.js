@@ -5,7 +5,7 @@
 // Two ceilings on the service's core: bench/ceiling.js (node:http answering from memory) and
 // bench/db-ceiling.js (node:http doing only the essential work on the same database, issue 13).
 // Prints a table and writes bench/results.json. Options: --quick (skip the 10^5/10^6 listing),
-// --profile (service under `node --cpu-prof`, bench/*.cpuprofile).
+// --profile (the service and the database-bound ceiling under `node --cpu-prof`, bench/*.cpuprofile).
 import { spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { once } from 'node:events'
@@ -155,7 +155,7 @@ try {
   if (listed.length !== LIST_USERS || listed.some((row, i) => i > 0 && row.id <= listed[i - 1].id)) throw new Error(`seeding failed: /admin/users answered ${listing.status} with ${listed.length} rows`)
 
   ceiling = await startProcess(['taskset', '-c', SERVICE_CPU, 'node', 'bench/ceiling.js', String(ceilingPort), me.text], {}, `http://127.0.0.1:${ceilingPort}/`)
-  dbCeiling = await startDbCeiling({ databaseUrl, secret: serviceEnv.JWT_SECRET, port: port + 4, cpu: SERVICE_CPU })
+  dbCeiling = await startDbCeiling({ databaseUrl, secret: serviceEnv.JWT_SECRET, port: port + 4, cpu: SERVICE_CPU, nodeArgs: flags.has('--profile') ? ['--cpu-prof', `--cpu-prof-dir=${join(root, 'bench')}`] : [] })
   // The database-bound ceiling must answer what the service answers.
   const dbMe = await request(dbCeilingBase, 'GET', '/users/me', { token: userToken, body: userLogin })
   const dbListing = await request(dbCeilingBase, 'GET', '/admin/users', { token: adminToken })
