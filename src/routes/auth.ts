@@ -57,8 +57,8 @@ const authRoutes: FastifyPluginAsyncTypebox = async function (app) {
         }, ['bodyMissing', 'bodyMalformed', 'bodyNotObject']),
         401: errorReply(401, 'Wrong password or unknown e-mail: the same answer, in about the same time.', ['badCredentials']),
         ...commonReplies,
-        429: errorReply(429, 'Too many failed logins for this address and e-mail, for this e-mail, or from this address; refused before the password is checked.', ['tooManyAttempts'], headers.retryAfter),
-        503: unavailableReply('The database is unreachable, or password hashing is saturated.')
+        429: errorReply(429, 'Too many failed logins for this address and e-mail, for this e-mail (except from an address this account signed in from within 30 days), or from this address; refused before the password is checked.', ['tooManyAttempts'], headers.retryAfter),
+        503: unavailableReply('The database is unreachable, password hashing is saturated, or logins still being checked for this address or e-mail fill a limit. Not counted as a failed login.')
       }
     }
   }, async function (request, reply) {

@@ -448,7 +448,7 @@ export interface operations {
                     "application/json": components["schemas"]["HttpError"];
                 };
             };
-            /** @description Too many failed logins for this address and e-mail, for this e-mail, or from this address; refused before the password is checked. */
+            /** @description Too many failed logins for this address and e-mail, for this e-mail (except from an address this account signed in from within 30 days), or from this address; refused before the password is checked. */
             429: {
                 headers: {
                     /** @description The request's id, in every log line of the request: the caller's `X-Request-Id` when it is 1–64 characters of `[A-Za-z0-9._-]`, a new UUID otherwise. */
@@ -486,7 +486,7 @@ export interface operations {
                     "application/json": components["schemas"]["HttpError"];
                 };
             };
-            /** @description The database is unreachable, or password hashing is saturated. Try again after `Retry-After`. */
+            /** @description The database is unreachable, password hashing is saturated, or logins still being checked for this address or e-mail fill a limit. Not counted as a failed login. Try again after `Retry-After`. */
             503: {
                 headers: {
                     /** @description The request's id, in every log line of the request: the caller's `X-Request-Id` when it is 1–64 characters of `[A-Za-z0-9._-]`, a new UUID otherwise. */
