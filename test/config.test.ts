@@ -11,7 +11,7 @@ t.test('development defaults follow CONTRACT §1', async (t) => {
     port: 8080,
     host: '127.0.0.1',
     databaseUrl: undefined,
-    jwt: { secret: DEV_JWT_SECRET, previousSecret: undefined, expirationMs: 86_400_000, issuer: 'user-management', audience: 'user-management' },
+    jwt: { algorithm: 'HS256', secret: DEV_JWT_SECRET, previousSecret: undefined, keys: undefined, digestKey: DEV_JWT_SECRET, expirationMs: 86_400_000, issuer: 'user-management', audience: 'user-management' },
     logLevel: 'info',
     management: { port: 9090, host: '127.0.0.1' },
     trustProxy: false,
@@ -21,6 +21,7 @@ t.test('development defaults follow CONTRACT §1', async (t) => {
     redisUrl: undefined,
     rateLimits: true,
     corsOrigins: [],
+    publicUrl: undefined,
     shutdownDrainMs: 0,
     seed: { admin: { email: 'admin@example.com', password: 'Admin1234' }, user: { email: 'user@example.com', password: 'User12345' } }
   })
@@ -48,7 +49,7 @@ t.test('values are parsed into their types', async (t) => {
   t.equal(config.rateLimits, false)
   t.strictSame(config.corsOrigins, ['https://a.example.com', 'https://b.example.com'])
   t.equal(config.hashConcurrency, 3)
-  t.same(loadConfig({ TRUST_PROXY: 'loopback, linklocal,uniquelocal' }).trustProxy, ['loopback', 'linklocal', 'uniquelocal'], 'proxy-addr\'s names')
+  t.strictSame(loadConfig({ TRUST_PROXY: 'loopback, linklocal,uniquelocal' }).trustProxy, ['loopback', 'linklocal', 'uniquelocal'], 'proxy-addr\'s names')
   t.equal(loadConfig({ PORT: '' }).port, 8080, 'an empty variable counts as unset')
 })
 
@@ -123,12 +124,12 @@ for (const [env, profile] of [[{}, 'development'], [production, 'production']] a
 
 t.test('production accepts the balancers\' addresses, /8 and /7 prefixes and proxy-addr\'s names', async (t) => {
   const accepted = ['10.0.0.5,10.0.0.6', '10.0.0.0/8', 'fc00::/7', '::ffff:10.0.0.0/104', 'loopback,linklocal,uniquelocal', '2001:db8::1']
-  for (const value of accepted) t.same(loadConfig({ ...production, TRUST_PROXY: value }).trustProxy, value.split(','), value)
+  for (const value of accepted) t.strictSame(loadConfig({ ...production, TRUST_PROXY: value }).trustProxy, value.split(','), value)
 })
 
 t.test('development accepts what production refuses (cheap argon2, seed overrides)', async (t) => {
   const config = loadConfig({ ARGON2_MEMORY_KIB: '64', ARGON2_ITERATIONS: '1', DEV_ADMIN_EMAIL: 'root@example.com', TRUST_PROXY: 'true' })
-  t.same(loadConfig({ TRUST_PROXY: '0.0.0.0/1,128.0.0.0/1' }).trustProxy, ['0.0.0.0/1', '128.0.0.0/1'], 'wide prefixes, like true, are for development only')
+  t.strictSame(loadConfig({ TRUST_PROXY: '0.0.0.0/1,128.0.0.0/1' }).trustProxy, ['0.0.0.0/1', '128.0.0.0/1'], 'wide prefixes, like true, are for development only')
   t.equal(config.argon2.memoryCost, 64)
   t.equal(config.seed.admin.email, 'root@example.com')
   t.equal(config.trustProxy, true)
