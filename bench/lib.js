@@ -1,6 +1,7 @@
 // Shared by the bench scripts: a throw-away PostgreSQL database and the built service on it.
 import { spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
+import { readFileSync } from 'node:fs'
 import { once } from 'node:events'
 import { performance } from 'node:perf_hooks'
 import { fileURLToPath } from 'node:url'
@@ -55,6 +56,29 @@ export async function startService ({ databaseUrl, port = 18080, env = {}, cpu }
 
 const root = fileURLToPath(new URL('..', import.meta.url))
 
+/** Runs a node script (pinned with taskset when `cpu` is given) and parses its last stdout line as JSON. */
+export async function runNode (script, args, { cpu, env = {} } = {}) {
+  const command = cpu === undefined ? ['node', script, ...args] : ['taskset', '-c', cpu, 'node', script, ...args]
+  const child = spawn(command[0], command.slice(1), { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] })
+  let out = ''
+  child.stdout.on('data', (chunk) => { out += chunk })
+  const [code] = await once(child, 'exit')
+  if (code !== 0) throw new Error(`${script} exited with ${code}`)
+  return JSON.parse(out.trim().split('\n').at(-1))
+}
+
+/** User + system CPU seconds of a process so far (clock ticks of 10 ms). */
+export function cpuSeconds (pid) {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')
+  return (Number(fields[11]) + Number(fields[12])) / 100
+}
+
+export function rss (pid) {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8')
+  return Number(status.match(/^VmRSS:\s+(\d+) kB/m)[1]) * 1024
+}
+
+
 /** Starts `command` in the project's folder and resolves once `readyUrl` answers anything. */
 export async function startProcess (command, env, readyUrl) {
   const started = performance.now()
@@ -89,4 +113,15 @@ export const median = (values) => {
   const sorted = [...values].sort((a, b) => a - b)
   const middle = sorted.length >> 1
   return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
+}
+
+/**
+ * Starts bench/db-ceiling.js (the database-bound ceiling, or with `design` one of
+ * bench/listing-designs.js's listings) on `databaseUrl`, verifying tokens signed with `secret`.
+ */
+export async function startDbCeiling ({ databaseUrl, secret, port, cpu, design, env = {}, nodeArgs = [] }) {
+  const script = ['node', ...nodeArgs, 'bench/db-ceiling.js']
+  const command = cpu === undefined ? script : ['taskset', '-c', String(cpu), ...script]
+  const base = `http://127.0.0.1:${port}`
+  return { base, ...await startProcess(command, { DATABASE_URL: databaseUrl, JWT_SECRET: secret, PORT: String(port), ...(design ? { LISTING_DESIGN: design } : {}), ...env }, `${base}/`) }
 }

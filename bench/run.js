@@ -1,21 +1,23 @@
 // npm run bench: the service against this machine's own limits, every figure with its ratio.
 // The built service runs in the production profile on a fresh PostgreSQL database, pinned to
-// core 0; autocannon runs in a separate process pinned to core 1. Each scenario and its limit
+// core 0; autocannon runs in a separate process pinned to core 1. Each scenario and its limits
 // alternate over two rounds of 32 connections × 10 s. RATE_LIMITS=off: this is a load test.
+// Two ceilings on the service's core: bench/ceiling.js (node:http answering from memory) and
+// bench/db-ceiling.js (node:http doing only the essential work on the same database, issue 13).
 // Prints a table and writes bench/results.json. Options: --quick (skip the 10^5/10^6 listing),
-// --profile (service under `node --cpu-prof`, bench/*.cpuprofile).
+// --profile (the service and the database-bound ceiling under `node --cpu-prof`, bench/*.cpuprofile).
 import { spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { once } from 'node:events'
 import http from 'node:http'
-import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, rmSync, writeFileSync } from 'node:fs'
 import { cpus, totalmem, release } from 'node:os'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { fileURLToPath } from 'node:url'
 import argon2 from 'argon2'
 import postgres from 'postgres'
-import { createDatabase, startProcess } from './lib.js'
+import { cpuSeconds, createDatabase, rss, runNode, startDbCeiling, startProcess } from './lib.js'
 
 const root = fileURLToPath(new URL('..', import.meta.url))
 const flags = new Set(process.argv.slice(2))
@@ -36,36 +38,16 @@ const COST = { memoryCost: 19456, timeCost: 2, parallelism: 1 }
 const LIST_USERS = 10_000
 const port = 20000 + Math.floor(Math.random() * 20000)
 const ceilingPort = port + 1
+// port + 2 and + 3 are the development start-up's.
+const dbCeilingBase = `http://127.0.0.1:${port + 4}`
 const MB = 1024 * 1024
 
 const log = (line) => process.stderr.write(`[bench] ${line}\n`)
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 const mean = (values) => values.reduce((a, b) => a + b, 0) / values.length
 
-/** Runs a node script (pinned with taskset when `cpu` is given) and parses its last stdout line as JSON. */
-async function runNode (script, args, { cpu, env = {} } = {}) {
-  const command = cpu === undefined ? ['node', script, ...args] : ['taskset', '-c', cpu, 'node', script, ...args]
-  const child = spawn(command[0], command.slice(1), { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] })
-  let out = ''
-  child.stdout.on('data', (chunk) => { out += chunk })
-  const [code] = await once(child, 'exit')
-  if (code !== 0) throw new Error(`${script} exited with ${code}`)
-  return JSON.parse(out.trim().split('\n').at(-1))
-}
-
 const load = (spec) => runNode('bench/load.js', [JSON.stringify({ connections: CONNECTIONS, duration: DURATION, ...spec })], { cpu: LOAD_CPU })
 const rawArgon2 = (mode) => runNode('bench/argon2-rate.js', [JSON.stringify({ mode, concurrency: Number(HASH_CONCURRENCY), seconds: DURATION, cost: COST })], { cpu: SERVICE_CPU, env: { UV_THREADPOOL_SIZE: THREADPOOL } })
-
-/** User + system CPU seconds of a process so far (clock ticks of 10 ms). */
-function cpuSeconds (pid) {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')
-  return (Number(fields[11]) + Number(fields[12])) / 100
-}
-
-function rss (pid) {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8')
-  return Number(status.match(/^VmRSS:\s+(\d+) kB/m)[1]) * 1024
-}
 
 /** One request over node:http (fetch refuses a body on GET, which SPEC's own-info request has). */
 function request (base, method, path, { body, token } = {}) {
@@ -145,6 +127,7 @@ const results = {
 
 let service
 let ceiling
+let dbCeiling
 try {
   const serviceCommand = flags.has('--profile')
     ? ['taskset', '-c', SERVICE_CPU, 'node', '--cpu-prof', `--cpu-prof-dir=${join(root, 'bench')}`, 'dist/server.js']
@@ -173,14 +156,21 @@ try {
   if (listed.length !== LIST_USERS || listed.some((row, i) => i > 0 && row.id <= listed[i - 1].id)) throw new Error(`seeding failed: /admin/users answered ${listing.status} with ${listed.length} rows`)
 
   ceiling = await startProcess(['taskset', '-c', SERVICE_CPU, 'node', 'bench/ceiling.js', String(ceilingPort), me.text], {}, `http://127.0.0.1:${ceilingPort}/`)
+  dbCeiling = await startDbCeiling({ databaseUrl, secret: serviceEnv.JWT_SECRET, port: port + 4, cpu: SERVICE_CPU, nodeArgs: flags.has('--profile') ? ['--cpu-prof', `--cpu-prof-dir=${join(root, 'bench')}`] : [] })
+  // The database-bound ceiling must answer what the service answers.
+  const dbMe = await request(dbCeilingBase, 'GET', '/users/me', { token: userToken, body: userLogin })
+  const dbListing = await request(dbCeilingBase, 'GET', '/admin/users', { token: adminToken })
+  if (dbMe.text !== me.text || dbListing.text !== JSON.stringify(listed)) throw new Error(`bench/db-ceiling.js answered ${dbMe.status} ${dbMe.text.slice(0, 200)} and ${dbListing.status}, not what the service answers`)
 
   // SPEC's own-info request: a JSON body on a GET, sent to the service and the ceiling alike.
   const meSpec = { method: 'GET', headers: { authorization: `Bearer ${userToken}`, 'content-type': 'application/json' }, body: JSON.stringify(userLogin) }
   const scenarios = {
     ceiling: () => load({ ...meSpec, url: `http://127.0.0.1:${ceilingPort}/users/me` }),
+    dbCeiling: () => load({ ...meSpec, url: `${dbCeilingBase}/users/me` }),
     me: () => load({ ...meSpec, url: `${base}/users/me` }),
     rawVerify: () => rawArgon2('verify'),
     login: () => load({ url: `${base}/auth/login`, method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(userLogin) }),
+    dbCeilingListing: () => load({ url: `${dbCeilingBase}/admin/users`, headers: { authorization: `Bearer ${adminToken}` } }),
     listing: () => load({ url: `${base}/admin/users`, headers: { authorization: `Bearer ${adminToken}` } }),
     rawHash: () => rawArgon2('hash'),
     signup: async (round) => {
@@ -191,15 +181,22 @@ try {
     }
   }
 
-  log('warm-up (discarded): 3 s each of the ceiling, /users/me and the listing')
-  for (const name of ['ceiling', 'me', 'listing'].filter((name) => !only || only.includes(name))) await load({ ...(name === 'listing' ? { url: `${base}/admin/users`, headers: { authorization: `Bearer ${adminToken}` } } : { ...meSpec, url: name === 'ceiling' ? `http://127.0.0.1:${ceilingPort}/users/me` : `${base}/users/me` }), duration: 3 })
+  log('warm-up (discarded): 3 s each of the ceilings, /users/me and the listing')
+  const warmUps = {
+    ceiling: { ...meSpec, url: `http://127.0.0.1:${ceilingPort}/users/me` },
+    dbCeiling: { ...meSpec, url: `${dbCeilingBase}/users/me` },
+    me: { ...meSpec, url: `${base}/users/me` },
+    dbCeilingListing: { url: `${dbCeilingBase}/admin/users`, headers: { authorization: `Bearer ${adminToken}` } },
+    listing: { url: `${base}/admin/users`, headers: { authorization: `Bearer ${adminToken}` } }
+  }
+  for (const [name, spec] of Object.entries(warmUps)) if (!only || only.includes(name)) await load({ ...spec, duration: 3 })
 
   for (let round = 1; round <= ROUNDS; round++) {
     const figures = {}
     for (const [name, run] of Object.entries(scenarios)) {
       if (only && !only.includes(name)) continue
       // CPU time per answer is steadier than requests per second on a machine shared with other work.
-      const pid = name === 'ceiling' ? ceiling.pid : service.pid
+      const pid = name === 'ceiling' ? ceiling.pid : name.startsWith('dbCeiling') ? dbCeiling.pid : service.pid
       const cpuBefore = cpuSeconds(pid)
       figures[name] = await run(round)
       const f = figures[name]
@@ -217,14 +214,21 @@ try {
   // A second ratio from CPU time per answer: on a machine shared with other work it moves less than the rates.
   const cpu = (name) => avg(name, name.startsWith('raw') ? 'cpuMicrosPerOperation' : 'cpuMicrosPerRequest')
   results.summary = {
-    me: { perSecond: avg('me'), ceilingPerSecond: avg('ceiling'), ratio: avg('me') / avg('ceiling'), cpuMicros: cpu('me'), ceilingCpuMicros: cpu('ceiling'), cpuRatio: cpu('ceiling') / cpu('me'), p99Ms: p99, ceilingP99Ms: Math.max(...results.rounds.map((r) => r.ceiling.latency.p99)) },
+    me: {
+      perSecond: avg('me'), ceilingPerSecond: avg('ceiling'), ratio: avg('me') / avg('ceiling'), cpuMicros: cpu('me'), ceilingCpuMicros: cpu('ceiling'), cpuRatio: cpu('ceiling') / cpu('me'), p99Ms: p99, ceilingP99Ms: Math.max(...results.rounds.map((r) => r.ceiling.latency.p99)),
+      dbCeilingPerSecond: avg('dbCeiling'), dbRatio: avg('me') / avg('dbCeiling'), dbCeilingCpuMicros: cpu('dbCeiling'), dbCpuRatio: cpu('dbCeiling') / cpu('me'), dbCeilingP99Ms: Math.max(...results.rounds.map((r) => r.dbCeiling.latency.p99))
+    },
     login: { perSecond: avg('login'), rawVerifyPerSecond: avg('rawVerify'), ratio: avg('login') / avg('rawVerify'), cpuMicros: cpu('login'), rawCpuMicros: cpu('rawVerify'), cpuRatio: cpu('rawVerify') / cpu('login'), p99Ms: Math.max(...results.rounds.map((r) => r.login.latency.p99)), non2xx: results.rounds.reduce((n, r) => n + r.login.non2xx, 0) },
     signup: { perSecond: avg('signup'), rawHashPerSecond: avg('rawHash'), ratio: avg('signup') / avg('rawHash'), cpuMicros: cpu('signup'), rawCpuMicros: cpu('rawHash'), cpuRatio: cpu('rawHash') / cpu('signup'), p99Ms: Math.max(...results.rounds.map((r) => r.signup.latency.p99)), non2xx: results.rounds.reduce((n, r) => n + r.signup.non2xx, 0) },
-    listing: { users: LIST_USERS, listingsPerSecond: avg('listing'), rowsPerSecond: avg('listing') * LIST_USERS, cpuMicrosPerRow: cpu('listing') / LIST_USERS, p99Ms: Math.max(...results.rounds.map((r) => r.listing.latency.p99)) },
+    listing: {
+      users: LIST_USERS, listingsPerSecond: avg('listing'), rowsPerSecond: avg('listing') * LIST_USERS, cpuMicrosPerRow: cpu('listing') / LIST_USERS, p99Ms: Math.max(...results.rounds.map((r) => r.listing.latency.p99)),
+      dbCeilingListingsPerSecond: avg('dbCeilingListing'), dbRatio: avg('listing') / avg('dbCeilingListing'), cpuMicros: cpu('listing'), dbCeilingCpuMicros: cpu('dbCeilingListing'), dbCpuRatio: cpu('dbCeilingListing') / cpu('listing')
+    },
     idleRss: { afterStartMB: idleAfterStart / MB, afterLoadMB: idleAfterLoad / MB }
   }
 } finally {
   await ceiling?.stop()
+  await dbCeiling?.stop()
   await service?.stop()
   await sql.end()
   await database.drop()
@@ -246,12 +250,16 @@ const n = (x, digits = 0) => x.toLocaleString('en', { maximumFractionDigits: dig
 const rows = [
   ['GET /users/me', `${n(s.me.perSecond)} req/s`, `ceiling ${n(s.me.ceilingPerSecond)} req/s`, pct(s.me.ratio), '≥ 25%', s.me.ratio >= 0.25],
   ['GET /users/me, CPU per answer', `${n(s.me.cpuMicros)} µs`, `ceiling ${n(s.me.ceilingCpuMicros)} µs`, pct(s.me.cpuRatio), '(steadier check)', undefined],
-  ['GET /users/me p99', `${s.me.p99Ms} ms`, `ceiling p99 ${s.me.ceilingP99Ms} ms`, '', '< 10 ms', s.me.p99Ms < 10],
+  ['GET /users/me vs the database-bound ceiling', `${n(s.me.perSecond)} req/s`, `db ceiling ${n(s.me.dbCeilingPerSecond)} req/s`, pct(s.me.dbRatio), '≥ 85%', s.me.dbRatio >= 0.85],
+  ['GET /users/me vs the database-bound ceiling, CPU per answer', `${n(s.me.cpuMicros)} µs`, `db ceiling ${n(s.me.dbCeilingCpuMicros)} µs`, pct(s.me.dbCpuRatio), '(steadier check)', undefined],
+  ['GET /users/me p99', `${s.me.p99Ms} ms`, `ceiling p99 ${s.me.ceilingP99Ms} ms, db ceiling p99 ${s.me.dbCeilingP99Ms} ms`, '', '≤ 10 ms', s.me.p99Ms <= 10],
   ['POST /auth/login', `${n(s.login.perSecond, 1)} req/s`, `raw verify ${n(s.login.rawVerifyPerSecond, 1)}/s`, pct(s.login.ratio), '≥ 90%', s.login.ratio >= 0.9],
   ['POST /auth/login, CPU per answer', `${n(s.login.cpuMicros / 1000, 1)} ms`, `raw verify ${n(s.login.rawCpuMicros / 1000, 1)} ms`, pct(s.login.cpuRatio), '(steadier check)', undefined],
   ['POST /auth/signup', `${n(s.signup.perSecond, 1)} req/s`, `raw hash ${n(s.signup.rawHashPerSecond, 1)}/s`, pct(s.signup.ratio), '≥ 90%', s.signup.ratio >= 0.9],
   ['POST /auth/signup, CPU per answer', `${n(s.signup.cpuMicros / 1000, 1)} ms`, `raw hash ${n(s.signup.rawCpuMicros / 1000, 1)} ms`, pct(s.signup.cpuRatio), '(steadier check)', undefined],
-  ['GET /admin/users, 10^4 users, 32 conn.', `${n(s.listing.rowsPerSecond)} rows/s`, 'target 1,000,000 rows/s', pct(s.listing.rowsPerSecond / 1e6), '≥ 1,000,000 rows/s', s.listing.rowsPerSecond >= 1e6]
+  ['GET /admin/users, 10^4 users, 32 conn.', `${n(s.listing.rowsPerSecond)} rows/s`, 'target 1,000,000 rows/s', pct(s.listing.rowsPerSecond / 1e6), '≥ 1,000,000 rows/s', s.listing.rowsPerSecond >= 1e6],
+  ['GET /admin/users vs the database-bound ceiling', `${n(s.listing.listingsPerSecond, 1)} listings/s`, `db ceiling ${n(s.listing.dbCeilingListingsPerSecond, 1)} listings/s`, pct(s.listing.dbRatio), '≥ 130%', s.listing.dbRatio >= 1.3],
+  ['GET /admin/users vs the database-bound ceiling, CPU per listing', `${n(s.listing.cpuMicros / 1000, 1)} ms`, `db ceiling ${n(s.listing.dbCeilingCpuMicros / 1000, 1)} ms`, pct(s.listing.dbCpuRatio), '(steadier check)', undefined]
 ]
 const scale = s.listingAtScale?.rows
 if (scale?.length) {

@@ -1,0 +1,94 @@
+// The database-bound ceiling (issue 13): a bare node:http server doing only the work the
+// contract makes essential, on the service's database. GET /users/me: verify the HS256 token
+// with fast-jwt (cached, the service's alg/iss/aud/typ/claim checks), check the role, read the
+// optional JSON body's e-mail, read the row by primary key with postgres.js, JSON.stringify it.
+// GET /admin/users: the same token check and look-up, then `select id, username, email, role
+// from users order by id` and JSON.stringify. No framework, request id, log line or metrics.
+// postgres.js with its defaults (10 connections, pipelining on, prepared statements).
+// Env: DATABASE_URL, JWT_SECRET, JWT_ISSUER, JWT_AUDIENCE (as the service), PORT;
+// LISTING_DESIGN=<name> serves the listing with a design of bench/listing-designs.js instead.
+// Usage: DATABASE_URL=… JWT_SECRET=… PORT=18091 node bench/db-ceiling.js
+import http from 'node:http'
+import { createVerifier } from 'fast-jwt'
+import postgres from 'postgres'
+
+const env = process.env
+const sql = postgres(env.DATABASE_URL, { max: Number(env.CEILING_POOL_MAX ?? 10), onnotice: () => {} })
+const verify = createVerifier({
+  key: env.JWT_SECRET,
+  algorithms: ['HS256'],
+  allowedIss: env.JWT_ISSUER ?? 'user-management',
+  allowedAud: env.JWT_AUDIENCE ?? 'user-management',
+  checkTyp: 'at+jwt',
+  requiredClaims: ['sub', 'role', 'uid', 'iss', 'aud', 'jti', 'iat', 'exp'],
+  cache: 1000
+})
+const design = env.LISTING_DESIGN
+const listUsers = design
+  ? (await import('./listing-designs.js')).designs[design](sql)
+  : async (res) => {
+    const rows = await sql`select id, username, email, role from users order by id`
+    send(res, 200, JSON.stringify(rows))
+  }
+
+const headers = (length) => ({ 'content-type': 'application/json; charset=utf-8', 'content-length': length, 'x-content-type-options': 'nosniff', 'cache-control': 'no-store' })
+function send (res, status, text) {
+  res.writeHead(status, headers(Buffer.byteLength(text)))
+  res.end(text)
+}
+
+/** The token's claims if it is a valid access token of `role` whose user still exists, with the row. */
+async function authorize (req, role) {
+  const header = req.headers.authorization
+  if (!header?.startsWith('Bearer ')) return undefined
+  let claims
+  try {
+    claims = verify(header.slice(7))
+  } catch {
+    return undefined
+  }
+  if (claims.role !== role || !Number.isSafeInteger(claims.uid)) return undefined
+  const [user] = await sql`select id, username, email, role from users where id = ${claims.uid}`
+  return user
+}
+
+function readBody (req) {
+  return new Promise((resolve, reject) => {
+    let body = ''
+    req.setEncoding('utf8')
+    req.on('data', (chunk) => { body += chunk })
+    req.on('end', () => resolve(body))
+    req.on('error', reject)
+  })
+}
+
+const server = http.createServer(async (req, res) => {
+  try {
+    if (req.url === '/users/me') {
+      const [user, body] = await Promise.all([authorize(req, 'ROLE_USER'), readBody(req)])
+      if (!user) return send(res, 401, '{"message":"Token inválido"}')
+      const email = body ? JSON.parse(body).email : undefined
+      if (email !== undefined && email.toLowerCase() !== user.email) return send(res, 403, '{"message":"Acceso denegado"}')
+      return send(res, 200, JSON.stringify(user))
+    }
+    if (req.url === '/admin/users') {
+      req.resume()
+      if (!await authorize(req, 'ROLE_ADMIN')) return send(res, 401, '{"message":"Token inválido"}')
+      return await listUsers(res)
+    }
+    req.resume()
+    send(res, 404, '{"message":"No encontrado"}')
+  } catch (error) {
+    // A client that leaves mid-listing (the load generator stops) is no error of ours.
+    if (res.destroyed) return
+    process.stderr.write(`db-ceiling: ${error.stack}\n`)
+    res.headersSent ? res.destroy() : send(res, 500, '{"message":"Error interno del servidor"}')
+  }
+})
+server.keepAliveTimeout = 65_000
+server.listen(Number(env.PORT ?? 18091), '127.0.0.1')
+process.on('SIGTERM', () => {
+  server.close()
+  server.closeAllConnections()
+  sql.end({ timeout: 1 }).finally(() => process.exit(0))
+})
