@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { Writable } from 'node:stream'
+import { eq } from 'drizzle-orm'
 import { Redis } from 'ioredis'
 import postgres from 'postgres'
 import type { Test } from 'tap'
@@ -7,6 +8,7 @@ import { buildApp, type App, type AppDependencies } from '../src/app.js'
 import { loadConfig, type Config } from '../src/config.js'
 import type { Database } from '../src/db/database.js'
 import { openDatabase } from '../src/db/open-database.js'
+import { users } from '../src/db/schema.js'
 import { checkAnswersAgainstDocument } from './openapi/conformance.js'
 
 export type DatabaseKind = 'pglite' | 'postgres'
@@ -89,6 +91,21 @@ export async function login (app: App, email: string, password: string): Promise
   const response = await app.inject({ method: 'POST', url: '/auth/login', payload: { email, password } })
   if (response.statusCode !== 200) throw new Error(`login failed: ${response.statusCode} ${response.body}`)
   return response.json().token
+}
+
+type Answer = Awaited<ReturnType<App['inject']>>
+
+/** A sign-up's 201 whose body is exactly `{ id, username, email }`: the id the database gave `account`, its username in NFC, its e-mail lower-cased. */
+export async function assertSignedUp (t: Test, app: App, response: Answer, account: { username: string, email: string }, message = 'signed up'): Promise<void> {
+  t.equal(response.statusCode, 201, message)
+  const [row] = await app.database.db.select({ id: users.id }).from(users).where(eq(users.email, account.email.toLowerCase()))
+  t.strictSame(response.json(), { id: row?.id, username: account.username.normalize('NFC'), email: account.email.toLowerCase() }, `${message}: body`)
+}
+
+/** A refused login: 401 with exactly the contract's body, the same for a wrong password and an unknown e-mail. */
+export function assertBadCredentials (t: Test, response: Answer, message = 'wrong credentials'): void {
+  t.equal(response.statusCode, 401, message)
+  t.strictSame(response.json(), { statusCode: 401, error: 'Unauthorized', message: 'Credenciales inválidas' }, `${message}: body`)
 }
 
 let counter = 0

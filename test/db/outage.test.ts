@@ -5,7 +5,7 @@ import { buildApp } from '../../src/app.js'
 import { loadConfig } from '../../src/config.js'
 import { buildManagementApp } from '../../src/management/management-app.js'
 import { loggerOptions } from '../../src/logger.js'
-import { captureLog, createPostgresDatabase } from '../helper.js'
+import { assertSignedUp, captureLog, createPostgresDatabase } from '../helper.js'
 import { TEST_SECRET, http } from '../server-process.js'
 import { createTcpProxy } from '../support/tcp-proxy.js'
 
@@ -117,10 +117,12 @@ t.test('a log captured through a database outage holds no hash, parameter, e-mai
   await app.ready()
 
   const known = { username: 'knownperson', email: 'known.person@example.com', password: 'Secreto123' }
-  t.equal((await app.inject({ method: 'POST', url: '/auth/signup', payload: known })).statusCode, 201)
+  const created = await app.inject({ method: 'POST', url: '/auth/signup', payload: known })
+  await assertSignedUp(t, app, created, known)
   const login = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: known.email, password: known.password } })
   t.equal(login.statusCode, 200)
   const { token } = login.json()
+  t.strictSame({ ...login.json(), token: 'x' }, { id: created.json().id, token: 'x', username: known.username, email: known.email })
 
   await proxy.cut('refuse')
   const unavailable = { statusCode: 503, error: 'Service Unavailable', message: 'Servicio no disponible' }

@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { buildApp, type App } from '../../src/app.js'
-import { captureLog, createTestDatabase, seedAccounts, testConfig, testDatabases, uniqueUser, type DatabaseKind } from '../helper.js'
+import { assertBadCredentials, assertSignedUp, captureLog, createTestDatabase, seedAccounts, testConfig, testDatabases, uniqueUser, type DatabaseKind } from '../helper.js'
 import { ownRedisSkip, startOwnRedis } from './own-redis.js'
 
 const tooMany = { statusCode: 429, error: 'Too Many Requests', message: 'Demasiados intentos, inténtelo más tarde' }
@@ -23,7 +23,7 @@ async function instances (t: Test, kind: DatabaseKind, count: number, redisUrl: 
 }
 
 /** The answer, and a check that it came within 3 s. */
-async function timed (t: Test, what: string, request: () => Promise<Answer>) {
+async function timed<A extends Answer> (t: Test, what: string, request: () => Promise<A>): Promise<A> {
   const started = Date.now()
   const response = await request()
   const ms = Date.now() - started
@@ -33,8 +33,12 @@ async function timed (t: Test, what: string, request: () => Promise<Answer>) {
 
 const login = (app: App, password: string, remoteAddress: string) =>
   app.inject({ method: 'POST', url: '/auth/login', payload: { email: user.email, password }, remoteAddress })
-const signup = (app: App, remoteAddress: string) =>
-  app.inject({ method: 'POST', url: '/auth/signup', payload: uniqueUser('ro'), remoteAddress })
+/** A sign-up of a new account; answered 201, it must be that account's whole `{ id, username, email }`. */
+async function signup (app: App, remoteAddress: string) {
+  const account = uniqueUser('ro')
+  const response = await app.inject({ method: 'POST', url: '/auth/signup', payload: account, remoteAddress })
+  return Object.assign(response, { account })
+}
 
 function assertTooMany (t: Test, response: Answer, message: string) {
   t.equal(response.statusCode, 429, message)
@@ -48,15 +52,17 @@ for (const kind of testDatabases()) {
       t.test(`with Redis ${outage}, sign-ups from one address get 429 after 20, each answer within 3 s`, async (t) => {
         const redis = await startOwnRedis(t)
         const { apps: [app], log } = await instances(t, kind, 1, redis.url)
-        t.equal((await signup(app, '203.0.113.30')).statusCode, 201, 'the first, counted in Redis')
+        const first = await signup(app, '203.0.113.30')
+        await assertSignedUp(t, app, first, first.account, 'the first, counted in Redis')
         if (outage === 'stopped') await redis.stop()
         else redis.pause()
         for (let i = 2; i <= 20; i++) {
           const response = await timed(t, `sign-up ${i}`, () => signup(app, '203.0.113.30'))
-          t.equal(response.statusCode, 201, `sign-up ${i}`)
+          await assertSignedUp(t, app, response, response.account, `sign-up ${i}`)
         }
         assertTooMany(t, await timed(t, 'sign-up 21', () => signup(app, '203.0.113.30')), 'the 21st, on this instance\'s counters')
-        t.equal((await timed(t, 'another address', () => signup(app, '203.0.113.31'))).statusCode, 201, 'another address is not limited')
+        const other = await timed(t, 'another address', () => signup(app, '203.0.113.31'))
+        await assertSignedUp(t, app, other, other.account, 'another address is not limited')
         t.equal(log.lines.filter((line) => /sign-up limit falls back/.test(line.msg)).length, 1, 'one warning, however many requests')
         redis.resume()
       })
@@ -96,9 +102,10 @@ for (const kind of testDatabases()) {
         await sleep(100)
       }
       const { apps: [first, second], log } = await instances(t, kind, 2, redis.url)
-      for (let i = 0; i < 10; i++) t.equal((await login(i % 2 === 0 ? first : second, 'Wrong12345', '203.0.113.50')).statusCode, 401)
+      for (let i = 0; i < 10; i++) assertBadCredentials(t, await login(i % 2 === 0 ? first : second, 'Wrong12345', '203.0.113.50'))
       assertTooMany(t, await login(first, user.password, '203.0.113.50'), 'five failures on each instance add up in Redis')
-      t.equal((await signup(first, '203.0.113.50')).statusCode, 201, 'sign-ups are counted there too')
+      const counted = await signup(first, '203.0.113.50')
+      await assertSignedUp(t, first, counted, counted.account, 'sign-ups are counted there too')
       t.strictSame(log.lines.filter((line) => /falls back/.test(line.msg)).map((line) => line.err?.message), [], 'Redis never refused a script (CROSSSLOT)')
     })
   })

@@ -2,7 +2,7 @@ import { eq, sql } from 'drizzle-orm'
 import t, { type Test } from 'tap'
 import { buildApp, type App } from '../../src/app.js'
 import { familiarAddresses } from '../../src/db/schema.js'
-import { createTestDatabase, testConfig, testDatabases } from '../helper.js'
+import { assertBadCredentials, assertSignedUp, createTestDatabase, testConfig, testDatabases } from '../helper.js'
 
 const tooMany = { statusCode: 429, error: 'Too Many Requests', message: 'Demasiados intentos, inténtelo más tarde' }
 const bob = { username: 'bob', email: 'bob@example.com', password: 'Secreto123' }
@@ -42,7 +42,7 @@ for (const kind of testDatabases()) {
       return app
     }
     const [first, second] = [await instance(), await instance()]
-    t.equal((await first.inject({ method: 'POST', url: '/auth/signup', payload: bob, remoteAddress: '10.9.9.9' })).statusCode, 201)
+    await assertSignedUp(t, first, await first.inject({ method: 'POST', url: '/auth/signup', payload: bob, remoteAddress: '10.9.9.9' }), bob)
     assertSignedIn(t, await login(first, bob.password, '198.51.100.10'), 'bob signs in from home')
     assertSignedIn(t, await login(first, bob.password, '2001:db8:1:2::5'), 'and from his IPv6 network')
     const rows = await database.db.select({ address: familiarAddresses.address }).from(familiarAddresses).orderBy(familiarAddresses.address)
@@ -56,7 +56,7 @@ for (const kind of testDatabases()) {
     assertSignedIn(t, await login(first, bob.password, '198.51.100.10'), 'and on the first instance')
     assertTooMany(t, await login(first, bob.password, '203.0.113.99'), 'the stranger is still refused there')
 
-    for (let i = 0; i < 10; i++) t.equal((await login(second, 'Wrong12345', '198.51.100.10')).statusCode, 401)
+    for (let i = 0; i < 10; i++) assertBadCredentials(t, await login(second, 'Wrong12345', '198.51.100.10'))
     assertTooMany(t, await login(second, bob.password, '198.51.100.10'), 'the pair limit still applies to a familiar address')
 
     // Thirty days without a login from there: the address is a stranger's again.

@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises'
 import t from 'tap'
 import { buildManagementApp } from '../../src/management/management-app.js'
-import { build, login, seedAccounts, uniqueUser } from '../helper.js'
+import { assertSignedUp, build, login, seedAccounts, uniqueUser } from '../helper.js'
 import { DOCUMENT_PATH, generateDocument } from './document.js'
 
 type Json = Record<string, any>
@@ -68,7 +68,7 @@ t.test('the examples are the answers the service gives', async (t) => {
   const app = await build(t, 'pglite')
   const media = (path: string, method: string, status: string): Json => operation(path, method).responses[status].content['application/json']
   const account = uniqueUser('ex')
-  t.equal((await app.inject({ method: 'POST', url: '/auth/signup', payload: account })).statusCode, 201)
+  await assertSignedUp(t, app, await app.inject({ method: 'POST', url: '/auth/signup', payload: account }), account)
 
   const duplicate = await app.inject({ method: 'POST', url: '/auth/signup', payload: { ...account, username: `${account.username}x`.slice(0, 20) } })
   t.equal(duplicate.statusCode, 409)

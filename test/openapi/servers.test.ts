@@ -34,18 +34,23 @@ const preflight = (origin: string) => ({
   headers: { origin, 'access-control-request-method': 'GET', 'access-control-request-headers': 'authorization' }
 })
 const login = { method: 'POST' as const, url: '/auth/login', payload: { email: seedAccounts.user.email, password: seedAccounts.user.password } }
+const { user } = seedAccounts
+const loggedIn = { id: user.id, token: 'x', username: user.username, email: user.email }
 
 t.test('development: the API allows the docs page\'s origin, and exposes the headers the page shows', async (t) => {
   const app = await build(t, 'pglite', { env: { MANAGEMENT_PORT: '9090' } })
   const allowed = await app.inject(preflight('http://localhost:9090'))
   t.equal(allowed.statusCode, 204)
+  t.equal(allowed.body, '')
   t.equal(allowed.headers['access-control-allow-origin'], 'http://localhost:9090')
   const answer = await app.inject({ ...login, headers: { origin: 'http://127.0.0.1:9090' } })
   t.equal(answer.statusCode, 200)
+  t.strictSame({ ...answer.json(), token: 'x' }, loggedIn)
   t.equal(answer.headers['access-control-allow-origin'], 'http://127.0.0.1:9090')
   t.equal(answer.headers['access-control-expose-headers'], 'x-request-id, retry-after, www-authenticate')
   const other = await app.inject({ ...login, headers: { origin: 'http://127.0.0.1:9091' } })
   t.equal(other.statusCode, 200)
+  t.strictSame({ ...other.json(), token: 'x' }, loggedIn)
   t.notOk(other.headers['access-control-allow-origin'], 'another port is another origin')
 })
 
@@ -54,10 +59,12 @@ t.test('production: the docs page\'s origin only when CORS_ORIGINS lists it', as
   const quiet = await build(t, 'pglite', { env: { MANAGEMENT_PORT: '9090', APP_PROFILE: 'production', JWT_SECRET: production.JWT_SECRET, DATABASE_URL: production.DATABASE_URL, ARGON2_MEMORY_KIB: '19456', ARGON2_ITERATIONS: '2' } })
   const refused = await quiet.inject({ ...login, headers: { origin: 'http://127.0.0.1:9090' } })
   t.equal(refused.statusCode, 200)
+  t.strictSame({ ...refused.json(), token: 'x' }, loggedIn)
   t.strictSame(Object.keys(refused.headers).filter((name) => name.startsWith('access-control-')), [])
 
   const listed = await build(t, 'pglite', { env: { MANAGEMENT_PORT: '9090', APP_PROFILE: 'production', JWT_SECRET: production.JWT_SECRET, DATABASE_URL: production.DATABASE_URL, ARGON2_MEMORY_KIB: '19456', ARGON2_ITERATIONS: '2', CORS_ORIGINS: 'https://docs.example.com' } })
   const page = await listed.inject(preflight('https://docs.example.com'))
   t.equal(page.statusCode, 204)
+  t.equal(page.body, '')
   t.equal(page.headers['access-control-allow-origin'], 'https://docs.example.com')
 })

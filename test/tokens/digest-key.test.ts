@@ -1,7 +1,7 @@
 import { generateKeyPairSync } from 'node:crypto'
 import t from 'tap'
 import { emailDigest } from '../../src/security-events.js'
-import { build, captureLog, testConfig, testDatabases } from '../helper.js'
+import { assertBadCredentials, build, captureLog, testConfig, testDatabases } from '../helper.js'
 
 // With EdDSA there is no JWT_SECRET: e-mail digests in the log and the login limiter's keys use
 // the key derived from JWT_PRIVATE_KEY, the same in every instance that holds that key.
@@ -13,7 +13,7 @@ for (const kind of testDatabases()) {
     const digestKey = testConfig(env).jwt.digestKey
     const login = () => app.inject({ method: 'POST', url: '/auth/login', payload: { email: 'Nadie@example.com', password: 'Otra12345' }, remoteAddress: '203.0.113.90' })
 
-    for (let i = 0; i < 10; i++) t.equal((await login()).statusCode, 401)
+    for (let i = 0; i < 10; i++) assertBadCredentials(t, await login())
     const locked = await login()
     t.equal(locked.statusCode, 429, 'the 11th attempt on the same (address, e-mail) is refused')
     t.strictSame(locked.json(), { statusCode: 429, error: 'Too Many Requests', message: 'Demasiados intentos, inténtelo más tarde' })
