@@ -23,9 +23,11 @@ export default fp<{ deadlineMs?: number }>(async function responseDeadlinePlugin
       const { reply, at } = pending[first]
       if (reply.sent || reply.raw.headersSent) continue
       if (at > overdue) break
+      // A body still arriving is the client's delay: Node's request timeout answers it with 408.
+      if (reply.request.raw.complete === false) continue
       reply.header('retry-after', '1').code(503).send(httpError(503, messages.unavailable))
     }
-    pending = first === 0 ? pending : pending.slice(first).filter(({ reply }) => !reply.sent)
+    pending = first === 0 ? pending : pending.slice(first).filter(({ reply }) => !reply.sent && !reply.raw.headersSent && !reply.raw.destroyed)
   }, TICK_MS)
   timer.unref()
   app.addHook('onClose', async () => clearInterval(timer))
