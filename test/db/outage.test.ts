@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import postgres from 'postgres'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { buildApp } from '../../src/app.js'
 import { loadConfig } from '../../src/config.js'
 import { buildManagementApp } from '../../src/management/management-app.js'
@@ -15,16 +15,22 @@ t.setTimeout(300_000)
 interface Attempt { username: string, status: number, ms: number, startedAt: number, body: string, retryAfter?: string }
 
 const skip = process.env.TEST_DATABASE_URL ? false : 'TEST_DATABASE_URL is not set: the outage test needs PostgreSQL'
-// Refused and black-holed connections fail within the 1 s connect and acquire timeouts; sockets that
-// go silent (half-open) or stall (pause) within the 6 s answer deadline (src/db/socket-watch.ts).
-const SLOWEST_MS = { refuse: 3000, 'black-hole': 3000, 'half-open': 10_000, pause: 10_000 } as const
-for (const mode of ['refuse', 'black-hole', 'half-open', 'pause'] as const) t.test(`PostgreSQL cut (${mode}) under a stream of sign-ups and brought back`, { skip }, async (t) => {
+/** A fresh database, and a URL to it through a TCP proxy the test can cut. */
+async function proxiedDatabase (t: Test) {
   const url = new URL(await createPostgresDatabase(t))
   const proxy = await createTcpProxy({ host: url.hostname, port: Number(url.port || 5432) })
   t.teardown(proxy.close)
   const proxied = new URL(url)
   proxied.hostname = '127.0.0.1'
   proxied.port = String(proxy.port)
+  return { url, proxy, proxied }
+}
+
+// Refused and black-holed connections fail within the 1 s connect and acquire timeouts; sockets that
+// go silent (half-open) or stall (pause) within the 6 s answer deadline (src/db/socket-watch.ts).
+const SLOWEST_MS = { refuse: 3000, 'black-hole': 3000, 'half-open': 10_000, pause: 10_000 } as const
+for (const mode of ['refuse', 'black-hole', 'half-open', 'pause'] as const) t.test(`PostgreSQL cut (${mode}) under a stream of sign-ups and brought back`, { skip }, async (t) => {
+  const { url, proxy, proxied } = await proxiedDatabase(t)
 
   // Production-like: PostgreSQL through the proxy, production argon2 cost; limits off, a stream from one address.
   const config = loadConfig({ APP_PROFILE: 'production', DATABASE_URL: proxied.toString(), JWT_SECRET: TEST_SECRET, RATE_LIMITS: 'off', LOG_LEVEL: 'silent', MANAGEMENT_PORT: 'off' })
@@ -102,12 +108,7 @@ for (const mode of ['refuse', 'black-hole', 'half-open', 'pause'] as const) t.te
 })
 
 t.test('a log captured through a database outage holds no hash, parameter, e-mail or SQL', { skip }, async (t) => {
-  const url = new URL(await createPostgresDatabase(t))
-  const proxy = await createTcpProxy({ host: url.hostname, port: Number(url.port || 5432) })
-  t.teardown(proxy.close)
-  const proxied = new URL(url)
-  proxied.hostname = '127.0.0.1'
-  proxied.port = String(proxy.port)
+  const { proxy, proxied } = await proxiedDatabase(t)
 
   // The production logger (serializers, redaction, format), writing into the test.
   const config = loadConfig({ APP_PROFILE: 'production', DATABASE_URL: proxied.toString(), JWT_SECRET: TEST_SECRET, RATE_LIMITS: 'off', LOG_LEVEL: 'info', MANAGEMENT_PORT: 'off' })
