@@ -78,4 +78,4 @@ for (const [category, micros] of [...totals].sort((a, b) => b[1] - a[1])) {
   console.log(`| ${category} | ${((micros / busy) * 100).toFixed(1)}% |${per ? ` ${(micros / per).toFixed(1)} |` : ''}`)
 }
 console.log('\nLargest self times (category | function):')
-for (const [name, micros] of [...leaves].sort((a, b) => b[1] - a[1]).slice(0, 25)) console.log(`${((micros / busy) * 100).toFixed(1).padStart(5)}%  ${name}`)
+for (const [name, micros] of [...leaves].sort((a, b) => b[1] - a[1]).slice(0, Number(process.env.TOP ?? 25))) console.log(`${((micros / busy) * 100).toFixed(1).padStart(5)}%  ${name}`)
