@@ -1,5 +1,3 @@
-import { spawn } from 'node:child_process'
-import { fileURLToPath } from 'node:url'
 import t, { type Test } from 'tap'
 import argon2 from 'argon2'
 import postgres from 'postgres'
@@ -7,28 +5,15 @@ import { buildApp } from '../src/app.js'
 import { openDatabase } from '../src/db/open-database.js'
 import { migratePostgresDatabase } from '../src/db/migrate.js'
 import { createPostgresDatabase, testConfig } from './helper.js'
+import { runCli } from './support/cli-process.js'
 
-const root = fileURLToPath(new URL('..', import.meta.url))
 // Each run starts a Node process with tsx: about 1 s alone, 5-8 s each while other test files
 // load the machine (the whole suite took this file to 118 s of the default 120).
 t.setTimeout(300_000)
 const CHEAP = { ARGON2_MEMORY_KIB: '256', ARGON2_ITERATIONS: '1', LOG_LEVEL: 'silent' }
 
-interface Run { code: number | null, stdout: string, stderr: string }
-
-/** `npm run cli -- ...args` without npm: a child process with only the given environment. */
-function cli (args: string[], env: Record<string, string> = {}, input = ''): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], { cwd: root, env: { PATH: process.env.PATH ?? '', ...CHEAP, ...env } })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (chunk) => { stdout += chunk })
-    child.stderr.on('data', (chunk) => { stderr += chunk })
-    child.on('error', reject)
-    child.on('close', (code) => resolve({ code, stdout, stderr }))
-    child.stdin.end(input)
-  })
-}
+/** The CLI with cheap argon2 and a quiet log, plus the given environment. */
+const cli = (args: string[], env: Record<string, string> = {}, input = '') => runCli(args, { ...CHEAP, ...env }, input)
 
 const events = (stdout: string) => stdout.split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line))
 const ISO_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/

@@ -2,7 +2,7 @@ import { writeFileSync } from 'node:fs'
 import { request } from 'node:http'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { createPostgresDatabase, seedAccounts } from './helper.js'
 import { TEST_SECRET, freePort, http, spawnServer, waitReady, type HttpAnswer } from './server-process.js'
 
@@ -53,6 +53,15 @@ async function heldLogin (port: number, credentials: { email: string, password: 
 
 const readinessIs = (port: number, status: number) => async () => (await http(port, 'GET', '/health/ready').catch(() => undefined))?.status === status
 
+/** Readiness turns 503 within a second of the signal, saying the API is going down. */
+async function assertDraining (t: Test, managementPort: number): Promise<void> {
+  const notReadyAfter = await until('readiness 503', readinessIs(managementPort, 503), 1000)
+  t.pass(`readiness answered 503 ${notReadyAfter} ms after the signal`)
+  const ready = await http(managementPort, 'GET', '/health/ready')
+  t.equal(ready.status, 503)
+  t.strictSame(ready.json(), { status: 'down', database: 'up', api: 'down' })
+}
+
 t.test('development: SIGTERM with a login in flight; the login gets its 200 and the process exits 0', async (t) => {
   const server = spawnServer(t, { ...await ports(), ARGON2_MEMORY_KIB: '1024', ARGON2_ITERATIONS: '1' })
   await waitReady(server)
@@ -60,11 +69,7 @@ t.test('development: SIGTERM with a login in flight; the login gets its 200 and 
   const login = await heldLogin(server.port, { email, password })
 
   server.child.kill('SIGTERM')
-  const notReadyAfter = await until('readiness 503', readinessIs(server.managementPort!, 503), 1000)
-  t.pass(`readiness answered 503 ${notReadyAfter} ms after the signal`)
-  const ready = await http(server.managementPort!, 'GET', '/health/ready')
-  t.equal(ready.status, 503)
-  t.strictSame(ready.json(), { status: 'down', database: 'up', api: 'down' })
+  await assertDraining(t, server.managementPort!)
   // No drain in development: the listener closes at once, the held login keeps it waiting.
   await until('API listener closed', () => refused(server.port))
   t.equal(server.child.exitCode, null, 'the process waits for the login in flight')
@@ -98,11 +103,7 @@ t.test('production on PostgreSQL: not ready at once, serving through the drain, 
 
   const signalAt = Date.now()
   server.child.kill('SIGTERM')
-  const notReadyAfter = await until('readiness 503', readinessIs(server.managementPort!, 503), 1000)
-  t.pass(`readiness answered 503 ${notReadyAfter} ms after the signal`)
-  const ready = await http(server.managementPort!, 'GET', '/health/ready')
-  t.equal(ready.status, 503)
-  t.strictSame(ready.json(), { status: 'down', database: 'up', api: 'down' })
+  await assertDraining(t, server.managementPort!)
   const live = await http(server.managementPort!, 'GET', '/health/live')
   t.equal(live.status, 200, 'the process is still alive')
   t.strictSame(live.json(), { status: 'up' })

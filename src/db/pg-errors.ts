@@ -10,7 +10,8 @@ function * causes (error: unknown): Generator<PgErrorFields> {
   }
 }
 
-const isSqlState = (code: unknown): code is string => typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)
+// Five characters with at least one digit: a SQLSTATE (08006, 57P01), never a Node code such as EPIPE.
+const isSqlState = (code: unknown): code is string => typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) && /[0-9]/.test(code)
 
 function pgFields (error: unknown): PgErrorFields | undefined {
   for (const fields of causes(error)) if (isSqlState(fields.code)) return fields

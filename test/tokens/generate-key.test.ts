@@ -1,26 +1,12 @@
-import { spawn } from 'node:child_process'
 import { createPrivateKey } from 'node:crypto'
 import t from 'tap'
 import { loadConfig } from '../../src/config.js'
-import { root } from '../server-process.js'
+import { runCli } from '../support/cli-process.js'
 
 // `npm run cli -- generate-key`: a key for a secret store, so standard output holds the PEM and nothing else.
 t.setTimeout(300_000)
 
-interface Run { code: number | null, stdout: string, stderr: string }
-
-function cli (args: string[], env: Record<string, string> = {}): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], { cwd: root, env: { PATH: process.env.PATH ?? '', ...env } })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (chunk) => { stdout += chunk })
-    child.stderr.on('data', (chunk) => { stderr += chunk })
-    child.on('error', reject)
-    child.on('close', (code) => resolve({ code, stdout, stderr }))
-    child.stdin.end()
-  })
-}
+const cli = runCli
 
 const PEM = /^-----BEGIN PRIVATE KEY-----\n[A-Za-z0-9+/=\n]+\n-----END PRIVATE KEY-----\n$/
 

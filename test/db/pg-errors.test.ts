@@ -1,0 +1,20 @@
+import t from 'tap'
+import { databaseUnavailable, uniqueViolation } from '../../src/db/pg-errors.js'
+
+const wrapped = (cause: object) => Object.assign(new Error('Failed query: …'), { cause })
+
+t.test('a lost connection is the database\'s fault, whatever wraps it; a SQLSTATE decides first', async (t) => {
+  for (const code of ['EPIPE', 'ECONNRESET', 'ECONNREFUSED', 'CONNECTION_CLOSED', 'UMS_DB_ACQUIRE_TIMEOUT']) {
+    t.equal(databaseUnavailable(wrapped(Object.assign(new Error('x'), { code }))), true, code)
+  }
+  for (const code of ['08006', '57P01', '57014', '53300']) t.equal(databaseUnavailable(wrapped({ code })), true, code)
+  for (const code of ['23505', '22P02', '42P01']) t.equal(databaseUnavailable(wrapped({ code })), false, code)
+  t.equal(databaseUnavailable(new Error('a bug')), false)
+})
+
+t.test('a unique violation names its constraint, on either driver\'s field', async (t) => {
+  t.equal(uniqueViolation(wrapped({ code: '23505', constraint_name: 'users_email_unique' })), 'users_email_unique')
+  t.equal(uniqueViolation(wrapped({ code: '23505', constraint: 'users_username_key_unique' })), 'users_username_key_unique')
+  t.equal(uniqueViolation(wrapped({ code: '23514' })), undefined)
+  t.equal(uniqueViolation(wrapped(Object.assign(new Error('x'), { code: 'EPIPE' }))), undefined)
+})
