@@ -4,7 +4,7 @@
 // id` + JSON.stringify), each round in a new order. A design's ratio is the median over the
 // rounds of its figure over the ceiling's in the same round: on a machine shared with other
 // work, rates drift by 2× within minutes. Every design must list what the ceiling lists. With --scale, also the peak RSS of one listing at a time at 10^4 and 10^6 users
-// (a fresh process per size, VmRSS polled every 10 ms), for --scale-designs (default raw-5000).
+// (a fresh process per size, VmRSS polled every 10 ms), for --scale-designs (default copy-5000).
 // BENCH_NODE_ARGS (e.g. "--max-semi-space-size=1") is given to every server's node.
 // Usage: npm run build && node bench/compare-listings.js [--designs=a,b] [--scale] [--scale-designs=a,b]
 import http from 'node:http'
@@ -19,7 +19,7 @@ import { designs } from './listing-designs.js'
 
 const option = (name) => process.argv.find((arg) => arg.startsWith(`--${name}=`))?.slice(name.length + 3).split(',')
 const chosen = option('designs') ?? Object.keys(designs)
-const scaleDesigns = process.argv.some((arg) => arg.startsWith('--scale')) ? option('scale-designs') ?? ['raw-5000'] : []
+const scaleDesigns = process.argv.some((arg) => arg.startsWith('--scale')) ? option('scale-designs') ?? ['copy-5000'] : []
 const USERS = 10_000
 const DURATION = Number(process.env.BENCH_DURATION ?? 10)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)

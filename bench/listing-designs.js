@@ -5,9 +5,8 @@
 // They use the built service's modules (npm run build).
 import { pipeline } from 'node:stream/promises'
 import { Readable } from 'node:stream'
-import { drizzle } from 'drizzle-orm/postgres-js'
-import { createUsersListing } from '../dist/users/users-listing.js'
-import { userListJson } from '../dist/users/user-json.js'
+import { connectPostgres } from '../dist/db/postgres.js'
+import { usersJsonStream } from '../dist/users/users-listing.js'
 
 const JSON_TYPE = { 'content-type': 'application/json; charset=utf-8', 'x-content-type-options': 'nosniff', 'cache-control': 'no-store' }
 
@@ -32,20 +31,6 @@ async function stream (res, pages) {
   await pipeline(Readable.from(all, { objectMode: false }), res)
 }
 
-/** Keyset pages of rows as raw Buffers (postgres.js `.raw()`), each turned into JSON bytes. */
-function rawPages (sql, size) {
-  return async function * () {
-    let after = 0
-    for (;;) {
-      const rows = await sql`select id, username, email, role from users where id > ${after} order by id limit ${size}`.raw()
-      if (rows.length === 0) return
-      yield userListJson(rows)
-      after = Number(rows.at(-1)[0].toString('latin1'))
-      if (rows.length < size) return
-    }
-  }
-}
-
 /** Keyset pages of rows as objects, each page JSON.stringify'd (brackets dropped). */
 function objectPages (sql, size) {
   return async function * () {
@@ -61,41 +46,8 @@ function objectPages (sql, size) {
 }
 
 /**
- * Keyset pages of raw rows handed over one by one as postgres.js parses them (forEach) and
- * serialised in batches of `batch` rows: no row outlives its batch, so the socket chunks its
- * cells point into die young, and V8's scavenges free them without a full collection.
- */
-function streamedRawPages (sql, size, batch) {
-  return async function * () {
-    let after = 0
-    for (;;) {
-      const json = []
-      let rows = []
-      let count = 0
-      await sql`select id, username, email, role from users where id > ${after} order by id limit ${size}`.raw().forEach((row) => {
-        rows.push(row)
-        if (rows.length < batch) return
-        json.push(userListJson(rows))
-        after = rows.at(-1)[0]
-        count += rows.length
-        rows = []
-      })
-      if (rows.length > 0) {
-        json.push(userListJson(rows))
-        after = rows.at(-1)[0]
-        count += rows.length
-      }
-      after = typeof after === 'number' ? after : Number(after.toString('latin1'))
-      // Each batch is a comma-separated run of objects, as a page is: joined() separates them.
-      yield * json
-      if (count < size) return
-    }
-  }
-}
-
-/**
- * The service's query (json_build_object + string_agg per keyset page, one Buffer per page)
- * without its forced garbage collection.
+ * The service's former query: PostgreSQL builds each page's JSON (json_build_object +
+ * string_agg per keyset page, one Buffer per page), without the forced garbage collection.
  */
 function jsonAggPages (sql, size) {
   return async function * () {
@@ -131,21 +83,28 @@ function jsonAggTextPages (sql, size) {
 
 const paged = (pages) => (sql) => { const make = pages(sql); return (res) => stream(res, make()) }
 
+
 export const designs = {
-  // src/users/users-listing.ts as it is: json_build_object + string_agg per 5000-row keyset page,
-  // and a full collection forced once about 16 MB of dead Buffers have built up.
-  'json-agg-5000': (sql) => {
-    const listing = createUsersListing(drizzle({ client: sql }))
-    return (res) => stream(res, listing.listJsonBatches())
+  // src/users/users-listing.ts as it is: COPY text per 5000-row keyset page, turned into JSON
+  // chunks by src/users/user-json.ts and streamed as they fill.
+  'copy-5000': () => {
+    const database = connectPostgres({ url: process.env.DATABASE_URL, poolMax: 10 })
+    return async (res) => {
+      const body = await usersJsonStream(database)
+      res.writeHead(200, JSON_TYPE)
+      await pipeline(body, res)
+    }
+  },
+  'copy-1000': () => {
+    const database = connectPostgres({ url: process.env.DATABASE_URL, poolMax: 10 })
+    return async (res) => {
+      const body = await usersJsonStream(database, 1000)
+      res.writeHead(200, JSON_TYPE)
+      await pipeline(body, res)
+    }
   },
   'json-agg-nogc-5000': paged((sql) => jsonAggPages(sql, 5000)),
   'json-agg-nogc-500': paged((sql) => jsonAggPages(sql, 500)),
-  'json-agg-nogc-100': paged((sql) => jsonAggPages(sql, 100)),
   'json-agg-text-1000': paged((sql) => jsonAggTextPages(sql, 1000)),
-  'json-agg-text-500': paged((sql) => jsonAggTextPages(sql, 500)),
-  'raw-1000': paged((sql) => rawPages(sql, 1000)),
-  'raw-5000': paged((sql) => rawPages(sql, 5000)),
-  'raw-20000': paged((sql) => rawPages(sql, 20000)),
-  'streamed-raw-5000': paged((sql) => streamedRawPages(sql, 5000, 256)),
   'objects-5000': paged((sql) => objectPages(sql, 5000))
 }

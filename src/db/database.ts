@@ -23,12 +23,6 @@ export interface MigrationState {
   readonly latest: number
 }
 
-/** One keyset page of the admin listing: its users as JSON text, and the last id on it. */
-export interface UserJsonPage {
-  readonly json: string | Buffer
-  readonly last: number
-}
-
 /**
  * The one handle the rest of the service has on its database, whichever driver is behind it:
  * the Drizzle instance for ordinary queries, and the few things that need the driver itself.
@@ -39,8 +33,11 @@ export interface Database {
   /** Resolves when `select 1` answers within `timeoutMs`, rejects otherwise. */
   ping (timeoutMs?: number): Promise<void>
   migrationState (timeoutMs?: number): Promise<MigrationState>
-  /** Users with an id above `after`, at most `size`, ordered by id; undefined past the last. */
-  userJsonPage (after: number, size: number): Promise<UserJsonPage | undefined>
+  /**
+   * Users with an id above `after`, at most `size`, ordered by id: `id`, `username`, `email`,
+   * `role` in PostgreSQL's COPY text format, handed to `onText` in whole lines as they arrive.
+   */
+  copyUserPage (after: number, size: number, onText: (text: Uint8Array) => void): Promise<void>
   poolStats (): PoolStats
   close (): Promise<void>
 }

@@ -4,7 +4,7 @@ import { sql } from 'drizzle-orm'
 import type { PGlite } from '@electric-sql/pglite'
 import * as schema from './schema.js'
 import { withTimeout, type Database } from './database.js'
-import { MIGRATION_STATE_SQL, sharedQueries } from './queries.js'
+import { MIGRATION_STATE_SQL, userCopyPageSql } from './queries.js'
 
 /** A PGlite database and what only PGlite can do: apply migrations in-process, dump its data dir. */
 export interface PgliteDatabase {
@@ -19,8 +19,6 @@ export async function connectPglite (snapshot?: Blob): Promise<PgliteDatabase> {
   const { PGlite } = await import('@electric-sql/pglite')
   const client: PGlite = await PGlite.create(snapshot ? { loadDataDir: snapshot } : {})
   const db = drizzle({ client, schema })
-  const queries = sharedQueries(db)
-  const page = queries.userJsonPage.prepare('users_json_page')
   const database: Database = {
     db,
     driver: 'pglite',
@@ -29,9 +27,10 @@ export async function connectPglite (snapshot?: Blob): Promise<PgliteDatabase> {
       const { rows: [row] } = await withTimeout(db.execute<{ applied: number, latest: string }>(sql.raw(MIGRATION_STATE_SQL)), timeoutMs)
       return { applied: row.applied, latest: Number(row.latest) }
     },
-    async userJsonPage (after, size) {
-      const [row] = await page.execute({ after, size })
-      return row?.json && row.last !== null ? { json: row.json, last: Number(row.last) } : undefined
+    async copyUserPage (after, size, onText) {
+      // PGlite hands COPY's output over as one Blob.
+      const { blob } = await client.query(userCopyPageSql(db, after, size, '\'/dev/blob\''))
+      if (blob) onText(new Uint8Array(await blob.arrayBuffer()))
     },
     // One connection in the process, serialised by PGlite itself.
     poolStats: () => ({ max: 1, inFlight: 0, waiting: 0, acquireTimeouts: 0 }),

@@ -1,10 +1,11 @@
+import { Readable } from 'node:stream'
+import { finished } from 'node:stream/promises'
 import { drizzle } from 'drizzle-orm/postgres-js'
-import { is, Placeholder } from 'drizzle-orm'
 import postgres from 'postgres'
 import * as schema from './schema.js'
 import { AcquireTimeoutError } from './pg-errors.js'
 import { withTimeout, type Database } from './database.js'
-import { MIGRATION_STATE_SQL, sharedQueries } from './queries.js'
+import { MIGRATION_STATE_SQL, userCopyPageSql } from './queries.js'
 import { createSocketWatch } from './socket-watch.js'
 
 /** PostgreSQL's own bound on a statement (CONTRACT §7). */
@@ -24,7 +25,9 @@ export interface PostgresOptions {
 interface PendingQuery extends Promise<unknown> {
   /** null until the query is handed to an open connection. */
   state: unknown
+  resolve: (value: unknown) => void
   reject: (error: unknown) => void
+  readable (): Promise<Readable>
   cancel (): unknown
 }
 
@@ -94,13 +97,36 @@ export function connectPostgres (options: PostgresOptions): Database {
     query.then(settle, settle)
     return query
   }
+  /**
+   * `COPY … TO STDOUT`, each message's bytes (a row) handed to `onData` as postgres.js parses
+   * them: a slice of the socket's chunk, never an object or a string.
+   * postgres.js pushes COPY data into a Readable and pauses the socket once that Readable's
+   * buffer is full; if CopyDone came in the same chunk, the socket stays paused for good and
+   * the connection's next query hangs (porsager/postgres#499, #1016). Taking the data at the
+   * push leaves nothing buffered, so the socket is never paused.
+   */
+  async function copyOut (statement: string, onData: (bytes: Buffer) => void): Promise<void> {
+    const query = unsafe(statement) as unknown as PendingQuery
+    const resolve = query.resolve
+    query.resolve = (stream) => {
+      (stream as Readable).push = (chunk: Buffer | null) => {
+        if (chunk === null) return Readable.prototype.push.call(stream, null)
+        onData(chunk)
+        return true
+      }
+      resolve(stream)
+    }
+    // Called at once, before postgres.js sends the query: it makes it a simple-protocol stream.
+    const stream = await query.readable()
+    stream.resume()
+    await finished(stream)
+  }
+
   // Drizzle calls `unsafe` for every statement; everything else (options, begin) is the client's own.
   const guarded = new Proxy(client, {
     get: (target, property) => property === 'unsafe' ? unsafe : Reflect.get(target, property, target)
   })
   const db = drizzle({ client: guarded, schema })
-  const queries = sharedQueries(db)
-  const page = queries.userJsonPage.toSQL()
 
   return {
     db,
@@ -110,15 +136,7 @@ export function connectPostgres (options: PostgresOptions): Database {
       const [row] = await probed(probe.unsafe<Array<{ applied: number, latest: string }>>(MIGRATION_STATE_SQL), timeoutMs)
       return { applied: row.applied, latest: Number(row.latest) }
     },
-    async userJsonPage (after, size) {
-      // Raw mode: the page's JSON arrives as one Buffer and goes to the socket as is, never
-      // becoming a JS string (a 0.5 MB string lands in V8's large-object space).
-      const values: Record<string, number> = { after, size }
-      const params = page.params.map((param) => is(param, Placeholder) ? values[param.name] : param)
-      const [row] = await (unsafe(page.sql, params as never[], { prepare: true }) as unknown as { raw (): Promise<Array<Array<Buffer | null>>> }).raw()
-      const [json, last] = row ?? []
-      return json && last ? { json, last: Number(last.toString('latin1')) } : undefined
-    },
+    copyUserPage: (after, size, onText) => copyOut(userCopyPageSql(db, after, size, 'stdout'), onText),
     poolStats: () => {
       let waiting = 0
       for (const query of inFlight) if (query.state === null) waiting++

@@ -1,20 +1,22 @@
-import { gt, sql } from 'drizzle-orm'
+import { gt } from 'drizzle-orm'
+import { PgDialect } from 'drizzle-orm/pg-core'
 import type { AppDatabase } from './database.js'
 import { users } from './schema.js'
 
+const dialect = new PgDialect()
+
 /**
- * The statements both drivers share, built once with Drizzle; each driver runs them its own
- * way (postgres.js in raw mode, PGlite through Drizzle).
+ * `COPY (one keyset page of the listing) TO target`: users with an id above `after`, at most
+ * `size`, ordered by id, as COPY text (src/users/user-json.ts turns it into JSON). PostgreSQL
+ * writes plain rows at a fraction of the cost of building JSON, and COPY sends each row as
+ * one small message that the drivers hand over without parsing its cells. COPY takes no bind
+ * parameters, so the two numbers are written into the statement: integers only.
  */
-export function sharedQueries (db: AppDatabase) {
-  // PostgreSQL writes each page's JSON itself, so rows never become JS objects.
-  const page = db.select({
-    id: users.id,
-    json: sql<string>`json_build_object('id', ${users.id}, 'username', ${users.username}, 'email', ${users.email}, 'role', ${users.role})::text`.as('json')
-  }).from(users).where(gt(users.id, sql.placeholder('after'))).orderBy(users.id).limit(sql.placeholder('size')).as('page')
-  const userJsonPage = db.select({ json: sql<string | null>`string_agg(${page.json}, ',' order by ${page.id})`, last: sql<number | null>`max(${page.id})` })
-    .from(page)
-  return { userJsonPage }
+export function userCopyPageSql (db: AppDatabase, after: number, size: number, target: 'stdout' | '\'/dev/blob\''): string {
+  if (!Number.isSafeInteger(after) || !Number.isSafeInteger(size)) throw new TypeError('listing page bounds must be integers')
+  const page = db.select({ id: users.id, username: users.username, email: users.email, role: users.role })
+    .from(users).where(gt(users.id, after)).orderBy(users.id).limit(size)
+  return `copy (${dialect.sqlToQuery(page.getSQL().inlineParams()).sql}) to ${target}`
 }
 
 /** Drizzle's record of applied migrations (readiness compares it with drizzle/'s journal). */

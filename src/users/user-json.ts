@@ -1,127 +1,139 @@
 /**
- * One listing row, id, username, email, role: each cell the text-format bytes postgres.js
- * gives in raw mode (valid UTF-8, as the database's encoding is; the id as its digits), or
- * the value PGlite parsed (rowMode 'array').
+ * The admin listing's rows as PostgreSQL's COPY text format gives them (`id`, `username`,
+ * `email`, `role`, tab-separated, one row a line), turned into the JSON text of their
+ * `{ id, username, email, role }` objects, comma-separated: byte for byte what JSON.stringify
+ * writes for those objects, without a string, an object or a Buffer per row.
+ *
+ * COPY TO writes a backslash as `\\`, the control characters \b \f \n \r \t \v as those letters
+ * after a backslash, and every other byte as it is (it never writes octal or hex escapes; NULL,
+ * `\N`, cannot occur: the columns are NOT NULL). JSON spells all of those the same way but
+ * \v (`\u000b`), and it escapes `"` and the other control characters, which COPY leaves bare.
+ * So most bytes are copied as they are, and the few that differ are rewritten on the way.
  */
-export type UserRow = readonly [id: Buffer | string | number, username: Buffer | string, email: Buffer | string, role: Buffer | string]
 
-// Bytes JSON.stringify escapes inside a string: control characters, `"` and `\`.
-const ESCAPED = new Uint8Array(256)
-for (let byte = 0; byte < 0x20; byte++) ESCAPED[byte] = 1
-ESCAPED[0x22] = 1
-ESCAPED[0x5c] = 1
-// The same for a JS string, plus UTF-16 surrogates: well-formed JSON.stringify escapes a lone
-// one, and a pair is rare enough to take the slow way too.
-const ESCAPED_CHARS = /[\u0000-\u001f"\\\ud800-\udfff]/ // eslint-disable-line no-control-regex
+/** Output is written into chunks of this size, each sent as it is: nothing is copied twice. */
+const CHUNK_BYTES = 64 * 1024
 
-const KEYS = ['{"id":', ',"username":"', '","email":"', '","role":"'].map((key) => Buffer.from(key, 'latin1'))
-const ROW_END = Buffer.from('"}', 'latin1')
-// Every key, the quotes around the three strings and the closing brace.
-const ROW_FIXED_BYTES = KEYS.reduce((total, key) => total + key.length, 0) + ROW_END.length
+const TAB = 0x09
+const NEWLINE = 0x0a
+const BACKSLASH = 0x5c
+const QUOTE = 0x22
 
-/** JSON text of the cells that need escaping, without their quotes, keyed by row * 4 + column. */
-type EscapedCells = Map<number, string>
+// Bytes that are not copied as they are: control characters (the tab and newline among them), `"` and `\`.
+const SPECIAL = new Uint8Array(256)
+for (let byte = 0; byte < 0x20; byte++) SPECIAL[byte] = 1
+SPECIAL[QUOTE] = 1
+SPECIAL[BACKSLASH] = 1
+// What may follow a backslash unchanged: the letters both formats share, and the backslash itself.
+const SHARED_ESCAPES = new Uint8Array(256)
+for (const letter of 'bfnrt\\') SHARED_ESCAPES[letter.charCodeAt(0)] = 1
+
+const HEX = Buffer.from('0123456789abcdef', 'latin1')
+const bytes = (text: string) => Buffer.from(text, 'latin1')
+/** What starts each field: the id's key opens the object, the others close the previous string. */
+const FIELD_STARTS = [bytes('{"id":'), bytes(',"username":"'), bytes('","email":"'), bytes('","role":"')]
+const ROW_END = bytes('"}')
+const FIXED_BYTES = FIELD_STARTS.reduce((total, start) => total + start.length, 0) + ROW_END.length + 1
+/** The most a byte of COPY text can become: a bare control character as `\u00XX`. */
+const MOST_PER_BYTE = 6
+
+/** What a page of the listing held: how many rows, and the last id. */
+export interface UserJsonPage {
+  readonly rows: number
+  readonly lastId: number
+}
 
 /**
- * A page of listing rows as the JSON text of their `{ id, username, email, role }` objects,
- * comma-separated: byte for byte what JSON.stringify writes for those objects, without
- * making an object or a string per row.
- *
- * The result is one exactly sized Buffer, and nothing else of the page's size outlives the
- * call: the cells' bytes are copied as they are. A Buffer lives outside V8's heap and goes at
- * the next scavenge once written, where a 0.5 MB string would sit in the large-object space
- * until a full collection. A cell holding something JSON escapes (`"`, `\`, a control
- * character; in a JS string also a surrogate) is rare, so the first attempt assumes there is
- * none; a page that has one is written again (the first buffer dropped) with those cells
- * through JSON.stringify.
+ * Turns COPY text (whole lines, in as many pieces as the driver hands over) into JSON, handed
+ * to `onChunk` a chunk at a time as each fills: a chunk goes to the socket while the page is
+ * still arriving, and dies young, before V8 would move it to the old generation, where its
+ * memory would wait for a full collection. One writer a page; `continues` when rows came before
+ * it, so that its first row is preceded by a comma.
  */
-export function userListJson (rows: readonly UserRow[]): Buffer {
-  const size = pageSize(rows)
-  if (size >= 0) {
-    const out = Buffer.allocUnsafeSlow(size)
-    if (writeRows(rows, out)) return out
+export function createUserJsonWriter (onChunk: (chunk: Buffer) => void, { continues = false } = {}) {
+  let out = Buffer.alloc(0)
+  let at = 0
+  let rows = 0
+  let lastId = 0
+
+  /** Makes room for a line of `length` bytes, starting a new chunk when this one is too full. */
+  function reserve (length: number): void {
+    const need = length * MOST_PER_BYTE + FIXED_BYTES
+    if (out.length - at >= need) return
+    if (at > 0) onChunk(out.subarray(0, at))
+    out = Buffer.allocUnsafeSlow(Math.max(CHUNK_BYTES, need))
+    at = 0
   }
-  const escaped = escapedCells(rows)
-  const out = Buffer.allocUnsafeSlow(pageSize(rows, escaped))
-  writeRows(rows, out, escaped)
-  return out
-}
 
-/** The id as JSON writes a number: the digits as PostgreSQL sent them, or formatted. */
-function idText (cell: UserRow[0]): Buffer | string {
-  return typeof cell === 'number' ? JSON.stringify(cell) : cell
-}
+  function put (start: Uint8Array): void {
+    for (let i = 0; i < start.length; i++) out[at++] = start[i]
+  }
 
-/** Bytes of the page's JSON; -1 when a string cell needs escaping and `escaped` is not known yet. */
-function pageSize (rows: readonly UserRow[], escaped?: EscapedCells): number {
-  let size = rows.length === 0 ? 0 : rows.length * (ROW_FIXED_BYTES + 1) - 1
-  for (let r = 0; r < rows.length; r++) {
-    const row = rows[r]
-    const id = idText(row[0])
-    size += id.length
-    for (let c = 1; c < 4; c++) {
-      const cell = escaped?.get(r * 4 + c) ?? row[c] as Buffer | string
-      if (typeof cell !== 'string') size += cell.length
-      else if (escaped || !ESCAPED_CHARS.test(cell)) size += Buffer.byteLength(cell, 'utf8')
-      else return -1
+  /** Writes a byte JSON escapes: `"`, `\\` or a control character. */
+  function escapeBare (byte: number): void {
+    out[at++] = BACKSLASH
+    if (byte === QUOTE || byte === BACKSLASH) {
+      out[at++] = byte
+      return
     }
+    out[at++] = 0x75 // u
+    out[at++] = 0x30
+    out[at++] = 0x30
+    out[at++] = HEX[byte >> 4]
+    out[at++] = HEX[byte & 15]
   }
-  return size
-}
 
-function escapedCells (rows: readonly UserRow[]): EscapedCells {
-  const escaped: EscapedCells = new Map()
-  for (let r = 0; r < rows.length; r++) {
-    for (let c = 1; c < 4; c++) {
-      const cell = rows[r][c] as Buffer | string
-      if (typeof cell === 'string' ? ESCAPED_CHARS.test(cell) : !isPlain(cell)) {
-        escaped.set(r * 4 + c, JSON.stringify(typeof cell === 'string' ? cell : cell.toString('utf8')).slice(1, -1))
+  /** Converts one line, `text[from..end)` without its newline; returns its id. */
+  function line (text: Uint8Array, from: number, end: number): number {
+    if (rows > 0 || continues) out[at++] = 0x2c
+    put(FIELD_STARTS[0])
+    let field = 0
+    let id = 0
+    for (let i = from; i < end; i++) {
+      const byte = text[i]
+      if (SPECIAL[byte] === 0) {
+        out[at++] = byte
+        if (field === 0) id = id * 10 + byte - 0x30
+      } else if (byte === TAB) {
+        put(FIELD_STARTS[++field])
+      } else if (byte === BACKSLASH && i + 1 < end) {
+        const escaped = text[++i]
+        if (SHARED_ESCAPES[escaped] === 1) {
+          out[at++] = BACKSLASH
+          out[at++] = escaped
+        } else if (escaped === 0x76) { // \v, which JSON has no letter for
+          escapeBare(0x0b)
+        } else if (SPECIAL[escaped] === 0) { // any other escaped byte stands for itself
+          out[at++] = escaped
+        } else {
+          escapeBare(escaped)
+        }
+      } else {
+        escapeBare(byte)
       }
     }
+    put(ROW_END)
+    rows++
+    return id
   }
-  return escaped
-}
 
-/** Writes the page into `out`; false if a cell needs escaping that `escaped` does not hold. */
-function writeRows (rows: readonly UserRow[], out: Buffer, escaped?: EscapedCells): boolean {
-  let at = 0
-  for (let r = 0; r < rows.length; r++) {
-    const row = rows[r]
-    if (r > 0) out[at++] = 0x2c
-    at = copyFixed(KEYS[0], out, at)
-    const id = idText(row[0])
-    at = typeof id === 'string' ? at + out.write(id, at, 'latin1') : copyFixed(id, out, at)
-    for (let c = 1; c < 4; c++) {
-      at = copyFixed(KEYS[c], out, at)
-      const cell = escaped?.get(r * 4 + c) ?? row[c] as Buffer | string
-      at = typeof cell === 'string' ? at + out.write(cell, at, 'utf8') : copyPlain(cell, out, at)
-      if (at < 0) return false
+  return {
+    /** Adds COPY text made of whole lines. */
+    write (text: Uint8Array): void {
+      let from = 0
+      while (from < text.length) {
+        let end = text.indexOf(NEWLINE, from)
+        if (end < 0) end = text.length
+        reserve(end - from)
+        lastId = line(text, from, end)
+        from = end + 1
+      }
+    },
+    /** Hands over the last chunk; the writer is done with. */
+    end (): UserJsonPage {
+      if (at > 0) onChunk(out.subarray(0, at))
+      at = 0
+      return { rows, lastId }
     }
-    at = copyFixed(ROW_END, out, at)
   }
-  return true
-}
-
-// Cells are tens of bytes: a plain loop beats a native copy call per cell, and can check
-// each byte on the way.
-
-/** Copies a cell into `out` at `at` and returns the end, or -1 at a byte JSON escapes. */
-function copyPlain (cell: Uint8Array, out: Buffer, at: number): number {
-  for (let i = 0; i < cell.length; i++) {
-    const byte = cell[i]
-    if (ESCAPED[byte] === 1) return -1
-    out[at + i] = byte
-  }
-  return at + cell.length
-}
-
-/** Copies bytes known to need no escaping: the keys, the id's digits. */
-function copyFixed (bytes: Uint8Array, out: Buffer, at: number): number {
-  for (let i = 0; i < bytes.length; i++) out[at + i] = bytes[i]
-  return at + bytes.length
-}
-
-function isPlain (cell: Uint8Array): boolean {
-  for (let i = 0; i < cell.length; i++) if (ESCAPED[cell[i]] === 1) return false
-  return true
 }

@@ -1,80 +1,83 @@
-import t, { type Test } from 'tap'
+import t from 'tap'
 import fc from 'fast-check'
-import { userListJson, type UserRow } from '../../src/users/user-json.js'
+import { createUserJsonWriter } from '../../src/users/user-json.js'
 
-/** A cell as postgres.js's raw mode gives it: a slice of a larger message buffer. */
-function rawCell (text: string): Buffer {
-  const bytes = Buffer.from(text, 'utf8')
-  return Buffer.concat([Buffer.from('D\u0000\u0000'), bytes, Buffer.from('"\\\n')]).subarray(3, 3 + bytes.length)
+interface Listed { id: number, username: string, email: string, role: string }
+
+/** A field as PostgreSQL's COPY TO writes it in text format (CopyAttributeOutText, tab delimiter). */
+function copyField (value: string): string {
+  const letters: Record<string, string> = { '\b': 'b', '\f': 'f', '\n': 'n', '\r': 'r', '\t': 't', '\v': 'v', '\\': '\\' }
+  return value.replace(/[\b\f\n\r\t\v\\]/g, (char) => `\\${letters[char]}`)
 }
-const raw = (id: number, username: string, email: string, role: string): UserRow => [rawCell(String(id)), rawCell(username), rawCell(email), rawCell(role)]
-const text = (cell: UserRow[number]) => typeof cell === 'object' ? cell.toString('utf8') : cell
+const copyLine = (row: Listed) => `${row.id}\t${copyField(row.username)}\t${copyField(row.email)}\t${copyField(row.role)}\n`
+
+/** Writes `pieces` of COPY text and returns the page's JSON and what the writer counted. */
+function convert (pieces: string[], options?: { continues: boolean }) {
+  const chunks: Buffer[] = []
+  const writer = createUserJsonWriter((chunk) => chunks.push(chunk), options)
+  for (const piece of pieces) writer.write(Buffer.from(piece, 'utf8'))
+  const page = writer.end()
+  return { json: Buffer.concat(chunks).toString('utf8'), rows: page.rows, lastId: page.lastId, chunks }
+}
 
 /** What the listing must be: JSON.stringify of the row objects, without the array's brackets. */
-function expected (rows: readonly UserRow[]): string {
-  return JSON.stringify(rows.map(([id, username, email, role]) => ({ id: Number(text(id)), username: text(username), email: text(email), role: text(role) }))).slice(1, -1)
-}
+const expected = (rows: Listed[]) => JSON.stringify(rows).slice(1, -1)
 
-/** The page is one Buffer of exactly its size, not a slice of a larger allocation. */
-function exact (t: Test, out: Buffer) {
-  t.equal(out.byteOffset, 0)
-  t.equal(out.buffer.byteLength, out.length)
-}
-
-t.test('an empty page is empty', async (t) => {
-  const out = userListJson([])
-  t.equal(out.toString('utf8'), '')
-  t.equal(out.length, 0)
+t.test('no COPY text is an empty page', async (t) => {
+  t.strictSame(convert([]), { json: '', rows: 0, lastId: 0, chunks: [] })
 })
 
-t.test('raw postgres.js rows become the listing objects, comma-separated', async (t) => {
-  const out = userListJson([raw(1, 'ana', 'ana@example.com', 'ROLE_ADMIN'), raw(20, 'Núñez 😀', 'n@example.com', 'ROLE_USER')])
-  t.equal(out.toString('utf8'), '{"id":1,"username":"ana","email":"ana@example.com","role":"ROLE_ADMIN"},{"id":20,"username":"Núñez 😀","email":"n@example.com","role":"ROLE_USER"}')
-  exact(t, out)
+t.test('COPY rows become the listing objects, comma-separated, with the last id', async (t) => {
+  const { json, rows, lastId } = convert(['1\tana\tana@example.com\tROLE_ADMIN\n', '20\tNúñez 😀\tn@example.com\tROLE_USER\n'])
+  t.equal(json, '{"id":1,"username":"ana","email":"ana@example.com","role":"ROLE_ADMIN"},{"id":20,"username":"Núñez 😀","email":"n@example.com","role":"ROLE_USER"}')
+  t.equal(rows, 2)
+  t.equal(lastId, 20)
 })
 
-t.test('PGlite rows (numbers and strings) give the same text', async (t) => {
-  const out = userListJson([[1, 'ana', 'ana@example.com', 'ROLE_ADMIN'], ['20', 'Núñez 😀', 'n@example.com', 'ROLE_USER']])
-  t.equal(out.toString('utf8'), '{"id":1,"username":"ana","email":"ana@example.com","role":"ROLE_ADMIN"},{"id":20,"username":"Núñez 😀","email":"n@example.com","role":"ROLE_USER"}')
-  exact(t, out)
+t.test('a page that continues a listing starts with a comma; an empty one writes nothing', async (t) => {
+  t.strictSame(convert(['7\tana\ta@example.com\tROLE_USER\n'], { continues: true }).json, ',{"id":7,"username":"ana","email":"a@example.com","role":"ROLE_USER"}')
+  t.strictSame(convert([], { continues: true }), { json: '', rows: 0, lastId: 0, chunks: [] })
 })
 
-t.test('quotes, backslashes and control characters are escaped as JSON.stringify does', async (t) => {
-  const rows: UserRow[] = [
-    raw(1, 'plain', 'a@example.com', 'ROLE_USER'),
-    raw(2, 'say "hi"\\', 'b@example.com', 'ROLE_USER'),
-    [3, 'tab\there\u0000\u001f\u007f\u2028', 'c@example.com', 'ROLE_USER'],
-    raw(4, 'last\nline\r\b\f', 'd"@example.com', 'ROLE_USER')
+t.test('COPY\'s escapes and bare bytes are written as JSON.stringify does', async (t) => {
+  const rows: Listed[] = [
+    { id: 2, username: 'say "hi"\\', email: 'b@example.com', role: 'ROLE_USER' },
+    { id: 3, username: 'tab\there\u0001\u001f\u007f\u2028', email: 'c@example.com', role: 'ROLE_USER' },
+    { id: 4, username: 'last\nline\r\b\f\v', email: 'd"@example.com', role: 'ROLE_USER' }
   ]
-  const out = userListJson(rows)
-  t.equal(out.toString('utf8'), '{"id":1,"username":"plain","email":"a@example.com","role":"ROLE_USER"},' +
-    '{"id":2,"username":"say \\"hi\\"\\\\","email":"b@example.com","role":"ROLE_USER"},' +
-    '{"id":3,"username":"tab\\there\\u0000\\u001f\u007f\u2028","email":"c@example.com","role":"ROLE_USER"},' +
-    '{"id":4,"username":"last\\nline\\r\\b\\f","email":"d\\"@example.com","role":"ROLE_USER"}')
-  t.equal(out.toString('utf8'), expected(rows))
-  exact(t, out)
+  const { json } = convert([rows.map(copyLine).join('')])
+  t.equal(json, '{"id":2,"username":"say \\"hi\\"\\\\","email":"b@example.com","role":"ROLE_USER"},' +
+    '{"id":3,"username":"tab\\there\\u0001\\u001f\u007f\u2028","email":"c@example.com","role":"ROLE_USER"},' +
+    '{"id":4,"username":"last\\nline\\r\\b\\f\\u000b","email":"d\\"@example.com","role":"ROLE_USER"}')
+  t.equal(json, expected(rows))
 })
 
-t.test('a JS string with a lone surrogate is escaped; a pair is written as is', async (t) => {
-  const out = userListJson([[7, 'a\ud800b', '\udc00@example.com', 'ROLE_USER'], [8, 'pair 😀', 'x@example.com', 'ROLE_USER']])
-  t.equal(out.toString('utf8'), '{"id":7,"username":"a\\ud800b","email":"\\udc00@example.com","role":"ROLE_USER"},{"id":8,"username":"pair 😀","email":"x@example.com","role":"ROLE_USER"}')
+t.test('a page larger than a chunk is handed over as each chunk fills, split between rows', async (t) => {
+  const rows = Array.from({ length: 3000 }, (_, i) => ({ id: i + 1, username: `user${i}`, email: `user${i}@example.com`, role: 'ROLE_USER' }))
+  const page = convert(rows.map(copyLine))
+  t.equal(page.json, expected(rows))
+  t.ok(page.chunks.length > 1, `${page.chunks.length} chunks`)
+  for (const chunk of page.chunks) {
+    const text = chunk.toString('utf8')
+    t.ok(/^,?\{"id":\d+,.*"\}$/.test(text) && !text.includes('}{'), 'each chunk holds whole rows')
+  }
 })
 
-// Any UTF-16 code unit, lone surrogates included; Buffers carry its UTF-8 (a lone surrogate becomes U+FFFD).
+// Any text PostgreSQL can store: every code point but NUL and the surrogates.
 const anyText = fc.oneof(
-  fc.string({ unit: fc.integer({ min: 0, max: 0xffff }).map((unit) => String.fromCharCode(unit)), maxLength: 30 }),
-  fc.string({ unit: 'binary', maxLength: 30 }),
-  fc.constantFrom('', '"', '\\', '\u0000', 'ROLE_USER', 'ROLE_ADMIN')
+  fc.string({ unit: fc.integer({ min: 1, max: 0x10ffff }).filter((cp) => cp < 0xd800 || cp > 0xdfff).map((cp) => String.fromCodePoint(cp)), maxLength: 30 }),
+  fc.string({ unit: fc.constantFrom('\\', '"', '\t', '\n', '\r', '\b', '\f', '\v', '\u0001', '\u001f', 'N', 'v', '.'), maxLength: 12 }),
+  fc.constantFrom('ROLE_USER', 'ROLE_ADMIN')
 )
-const id = fc.integer({ min: 1, max: 2_147_483_647 })
-const cell = (value: fc.Arbitrary<string>) => fc.tuple(value, fc.boolean()).map(([v, asBuffer]) => asBuffer ? rawCell(v) : v)
-const idCell = fc.tuple(id, fc.constantFrom('buffer', 'number', 'string')).map(([n, kind]) => kind === 'buffer' ? rawCell(String(n)) : kind === 'number' ? n : String(n))
-const row = fc.tuple(idCell, cell(anyText), cell(anyText), cell(anyText)) as fc.Arbitrary<UserRow>
+const row = fc.record({ id: fc.integer({ min: 1, max: 2_147_483_647 }), username: anyText, email: anyText, role: anyText })
 
-t.test('any page is byte for byte JSON.stringify of its objects', async (t) => {
-  fc.assert(fc.property(fc.array(row, { maxLength: 20 }), (rows) => {
-    const out = userListJson(rows)
-    t.equal(out.toString('utf8'), expected(rows))
-    t.equal(out.buffer.byteLength, out.length)
+t.test('any page, in any pieces of whole lines, is byte for byte JSON.stringify of its objects', async (t) => {
+  fc.assert(fc.property(fc.array(row, { maxLength: 20 }), fc.integer({ min: 1, max: 5 }), (rows, perPiece) => {
+    const lines = rows.map(copyLine)
+    const pieces = Array.from({ length: Math.ceil(lines.length / perPiece) }, (_, i) => lines.slice(i * perPiece, (i + 1) * perPiece).join(''))
+    const page = convert(pieces)
+    t.equal(page.json, expected(rows))
+    t.equal(page.rows, rows.length)
+    t.equal(page.lastId, rows.at(-1)?.id ?? 0)
   }), { numRuns: 1000 })
 })
