@@ -31,6 +31,15 @@ export async function createDatabase (prefix = 'ums_bench') {
  * Starts `node dist/server.js` in the production profile (rate limits off: this is a load test)
  * and resolves once it answers. `cpu` pins it with taskset.
  */
+/**
+ * Node's options for the service: those `npm start` gives it (package.json), then
+ * BENCH_NODE_ARGS (e.g. "--cpu-prof --cpu-prof-dir=bench/profiles"; a later option wins).
+ */
+export function serviceNodeArgs () {
+  const start = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).scripts.start
+  return [...start.match(/ node ((?:--\S+ )*)dist\/server\.js/)[1].split(' ').filter(Boolean), ...(process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? [])]
+}
+
 export async function startService ({ databaseUrl, port = 18080, env = {}, cpu } = {}) {
   const serviceEnv = {
     ...process.env,
@@ -47,8 +56,7 @@ export async function startService ({ databaseUrl, port = 18080, env = {}, cpu }
     MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX ?? '2',
     ...env
   }
-  // BENCH_NODE_ARGS, e.g. "--cpu-prof --cpu-prof-dir=bench/profiles", profiles the service.
-  const nodeArgs = [...(process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? []), 'dist/server.js']
+  const nodeArgs = [...serviceNodeArgs(), 'dist/server.js']
   const [command, args] = cpu === undefined ? ['node', nodeArgs] : ['taskset', ['-c', String(cpu), 'node', ...nodeArgs]]
   const base = `http://127.0.0.1:${port}`
   return { base, ...await startProcess([command, ...args], serviceEnv, `${base}/auth/x`) }

@@ -7,7 +7,7 @@
 // Prints a table and writes bench/results.json. Options: --quick (skip the 10^5/10^6 listing),
 // --profile (the service and the database-bound ceiling under `node --cpu-prof`, bench/*.cpuprofile).
 import { spawn } from 'node:child_process'
-import { randomBytes } from 'node:crypto'
+import { generateKeyPairSync, randomBytes } from 'node:crypto'
 import { once } from 'node:events'
 import http from 'node:http'
 import { existsSync, rmSync, writeFileSync } from 'node:fs'
@@ -17,7 +17,7 @@ import { performance } from 'node:perf_hooks'
 import { fileURLToPath } from 'node:url'
 import argon2 from 'argon2'
 import postgres from 'postgres'
-import { cpuSeconds, createDatabase, rss, runNode, startDbCeiling, startProcess } from './lib.js'
+import { cpuSeconds, createDatabase, rss, runNode, serviceNodeArgs, startDbCeiling, startProcess } from './lib.js'
 
 const root = fileURLToPath(new URL('..', import.meta.url))
 const flags = new Set(process.argv.slice(2))
@@ -116,6 +116,8 @@ const serviceEnv = {
   SHUTDOWN_DRAIN_MS: '0'
 }
 const base = `http://127.0.0.1:${port}`
+const eddsaPort = port + 5
+const eddsaBase = `http://127.0.0.1:${eddsaPort}`
 const results = {
   date: new Date().toISOString(),
   machine: { cpu: cpus()[0]?.model, cores: cpus().length, memoryGB: Math.round(totalmem() / 1024 ** 3), node: process.version, kernel: release() },
@@ -126,13 +128,16 @@ const results = {
 }
 
 let service
+let serviceEdDSA
 let ceiling
 let dbCeiling
 try {
-  const serviceCommand = flags.has('--profile')
-    ? ['taskset', '-c', SERVICE_CPU, 'node', '--cpu-prof', `--cpu-prof-dir=${join(root, 'bench')}`, 'dist/server.js']
-    : ['taskset', '-c', SERVICE_CPU, 'node', 'dist/server.js']
+  const profile = flags.has('--profile') ? ['--cpu-prof', `--cpu-prof-dir=${join(root, 'bench')}`] : []
+  const serviceCommand = ['taskset', '-c', SERVICE_CPU, 'node', ...serviceNodeArgs(), ...profile, 'dist/server.js']
   service = await startProcess(serviceCommand, serviceEnv, `${base}/auth/x`)
+  // The same service with EdDSA tokens (issue 15), on the same core and database, loaded in turn.
+  const eddsaKey = generateKeyPairSync('ed25519').privateKey.export({ type: 'pkcs8', format: 'pem' })
+  serviceEdDSA = await startProcess(serviceCommand, { ...serviceEnv, PORT: String(eddsaPort), JWT_SECRET: '', JWT_ALGORITHM: 'EdDSA', JWT_PRIVATE_KEY: eddsaKey }, `${eddsaBase}/auth/x`)
   await sleep(1000)
   const idleAfterStart = rss(service.pid)
   log(`service pid ${service.pid} on core ${SERVICE_CPU}, idle RSS ${(idleAfterStart / MB).toFixed(1)} MB`)
@@ -147,9 +152,13 @@ try {
   const userLogin = { email: 'bench-user@example.com', password: 'Bench12345' }
   const userToken = JSON.parse((await request(base, 'POST', '/auth/login', { body: userLogin })).text).token
   const adminToken = JSON.parse((await request(base, 'POST', '/auth/login', { body: { email: 'bench-admin@example.com', password: 'Bench12345' } })).text).token
+  const eddsaToken = JSON.parse((await request(eddsaBase, 'POST', '/auth/login', { body: userLogin })).text).token
+  if (JSON.parse(Buffer.from(eddsaToken.split('.')[0], 'base64url')).alg !== 'EdDSA') throw new Error('the EdDSA instance did not sign with EdDSA')
   log('seeded; tokens issued')
   const me = await request(base, 'GET', '/users/me', { token: userToken, body: userLogin })
   if (me.status !== 200) throw new Error(`seeding failed: /users/me answered ${me.status} ${me.text}`)
+  const meEdDSA = await request(eddsaBase, 'GET', '/users/me', { token: eddsaToken, body: userLogin })
+  if (meEdDSA.text !== me.text) throw new Error(`the EdDSA instance answered /users/me ${meEdDSA.status} ${meEdDSA.text}`)
   // The listing must be complete and valid before it is timed.
   const listing = await request(base, 'GET', '/admin/users', { token: adminToken }).catch((error) => ({ status: error.code, text: '' }))
   const listed = listing.status === 200 ? JSON.parse(listing.text) : []
@@ -168,6 +177,7 @@ try {
     ceiling: () => load({ ...meSpec, url: `http://127.0.0.1:${ceilingPort}/users/me` }),
     dbCeiling: () => load({ ...meSpec, url: `${dbCeilingBase}/users/me` }),
     me: () => load({ ...meSpec, url: `${base}/users/me` }),
+    meEdDSA: () => load({ ...meSpec, headers: { ...meSpec.headers, authorization: `Bearer ${eddsaToken}` }, url: `${eddsaBase}/users/me` }),
     rawVerify: () => rawArgon2('verify'),
     login: () => load({ url: `${base}/auth/login`, method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(userLogin) }),
     dbCeilingListing: () => load({ url: `${dbCeilingBase}/admin/users`, headers: { authorization: `Bearer ${adminToken}` } }),
@@ -186,6 +196,7 @@ try {
     ceiling: { ...meSpec, url: `http://127.0.0.1:${ceilingPort}/users/me` },
     dbCeiling: { ...meSpec, url: `${dbCeilingBase}/users/me` },
     me: { ...meSpec, url: `${base}/users/me` },
+    meEdDSA: { ...meSpec, headers: { ...meSpec.headers, authorization: `Bearer ${eddsaToken}` }, url: `${eddsaBase}/users/me` },
     dbCeilingListing: { url: `${dbCeilingBase}/admin/users`, headers: { authorization: `Bearer ${adminToken}` } },
     listing: { url: `${base}/admin/users`, headers: { authorization: `Bearer ${adminToken}` } }
   }
@@ -196,7 +207,7 @@ try {
     for (const [name, run] of Object.entries(scenarios)) {
       if (only && !only.includes(name)) continue
       // CPU time per answer is steadier than requests per second on a machine shared with other work.
-      const pid = name === 'ceiling' ? ceiling.pid : name.startsWith('dbCeiling') ? dbCeiling.pid : service.pid
+      const pid = name === 'ceiling' ? ceiling.pid : name.startsWith('dbCeiling') ? dbCeiling.pid : name === 'meEdDSA' ? serviceEdDSA.pid : service.pid
       const cpuBefore = cpuSeconds(pid)
       figures[name] = await run(round)
       const f = figures[name]
@@ -216,6 +227,7 @@ try {
   results.summary = {
     me: {
       perSecond: avg('me'), ceilingPerSecond: avg('ceiling'), ratio: avg('me') / avg('ceiling'), cpuMicros: cpu('me'), ceilingCpuMicros: cpu('ceiling'), cpuRatio: cpu('ceiling') / cpu('me'), p99Ms: p99, ceilingP99Ms: Math.max(...results.rounds.map((r) => r.ceiling.latency.p99)),
+      eddsaPerSecond: avg('meEdDSA'), eddsaRatio: avg('meEdDSA') / avg('me'), eddsaCpuMicros: cpu('meEdDSA'), eddsaP99Ms: Math.max(...results.rounds.map((r) => r.meEdDSA.latency.p99)),
       dbCeilingPerSecond: avg('dbCeiling'), dbRatio: avg('me') / avg('dbCeiling'), dbCeilingCpuMicros: cpu('dbCeiling'), dbCpuRatio: cpu('dbCeiling') / cpu('me'), dbCeilingP99Ms: Math.max(...results.rounds.map((r) => r.dbCeiling.latency.p99))
     },
     login: { perSecond: avg('login'), rawVerifyPerSecond: avg('rawVerify'), ratio: avg('login') / avg('rawVerify'), cpuMicros: cpu('login'), rawCpuMicros: cpu('rawVerify'), cpuRatio: cpu('rawVerify') / cpu('login'), p99Ms: Math.max(...results.rounds.map((r) => r.login.latency.p99)), non2xx: results.rounds.reduce((n, r) => n + r.login.non2xx, 0) },
@@ -230,6 +242,7 @@ try {
   await ceiling?.stop()
   await dbCeiling?.stop()
   await service?.stop()
+  await serviceEdDSA?.stop()
   await sql.end()
   await database.drop()
 }
@@ -252,6 +265,7 @@ const rows = [
   ['GET /users/me, CPU per answer', `${n(s.me.cpuMicros)} µs`, `ceiling ${n(s.me.ceilingCpuMicros)} µs`, pct(s.me.cpuRatio), '(steadier check)', undefined],
   ['GET /users/me vs the database-bound ceiling', `${n(s.me.perSecond)} req/s`, `db ceiling ${n(s.me.dbCeilingPerSecond)} req/s`, pct(s.me.dbRatio), '≥ 85%', s.me.dbRatio >= 0.85],
   ['GET /users/me vs the database-bound ceiling, CPU per answer', `${n(s.me.cpuMicros)} µs`, `db ceiling ${n(s.me.dbCeilingCpuMicros)} µs`, pct(s.me.dbCpuRatio), '(steadier check)', undefined],
+  ['GET /users/me, EdDSA tokens (issue 15)', `${n(s.me.eddsaPerSecond)} req/s, ${n(s.me.eddsaCpuMicros)} µs CPU each`, `HS256 ${n(s.me.perSecond)} req/s, ${n(s.me.cpuMicros)} µs`, pct(s.me.eddsaRatio), '≥ 90%', s.me.eddsaRatio >= 0.9],
   ['GET /users/me p99', `${s.me.p99Ms} ms`, `ceiling p99 ${s.me.ceilingP99Ms} ms, db ceiling p99 ${s.me.dbCeilingP99Ms} ms`, '', '≤ 10 ms', s.me.p99Ms <= 10],
   ['POST /auth/login', `${n(s.login.perSecond, 1)} req/s`, `raw verify ${n(s.login.rawVerifyPerSecond, 1)}/s`, pct(s.login.ratio), '≥ 90%', s.login.ratio >= 0.9],
   ['POST /auth/login, CPU per answer', `${n(s.login.cpuMicros / 1000, 1)} ms`, `raw verify ${n(s.login.rawCpuMicros / 1000, 1)} ms`, pct(s.login.cpuRatio), '(steadier check)', undefined],

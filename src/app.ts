@@ -107,10 +107,11 @@ export async function buildApp (config: Config, deps: AppDependencies = {}) {
   await app.register(loginLimitPlugin, { config })
 
   app.addHook('onResponse', logRequest)
-  app.addHook('onSend', async (request, reply) => {
+  app.addHook('onSend', (request, reply, payload, done) => {
     reply.header('x-content-type-options', 'nosniff')
     reply.header('cache-control', 'no-store')
     reply.header('x-request-id', request.id)
+    done(null, payload)
   })
 
   // Routes, one plugin per path prefix.

@@ -25,9 +25,10 @@ export default fp(async function httpEdgesPlugin (app) {
   // Fastify's own answer while closing (return503OnClosing) is an English body without our headers.
   let closing = false
   app.addHook('preClose', async () => { closing = true })
-  app.addHook('onRequest', async (_request, reply) => {
+  app.addHook('onRequest', (_request, reply, done) => {
     // Before the token check: a request that came during the drain is sent elsewhere, whoever sent it.
-    if (closing) return reply.code(503).header('retry-after', '1').send(httpError(503, messages.unavailable))
+    if (closing) reply.code(503).header('retry-after', '1').send(httpError(503, messages.unavailable))
+    else done()
   })
 
   app.addHook('preParsing', async (request, reply, payload) => {
@@ -41,14 +42,16 @@ export default fp(async function httpEdgesPlugin (app) {
     return payload
   })
 
-  app.addHook('onSend', async (request, reply) => {
+  app.addHook('onSend', (request, reply, payload, done) => {
     // Once closing, every answer ends its connection: the close need not wait for keep-alives to idle out.
     if (closing) reply.header('connection', 'close')
     // `complete` is Node's: false while body bytes are still to come (light-my-request leaves it unset).
-    if (request.raw.complete !== false) return
-    reply.header('connection', 'close')
-    // Node would still read on until the socket is down (its `_dump`), at network speed: the socket
-    // goes as soon as the answer is handed to the kernel, having read only what came before it.
-    reply.raw.once('finish', () => request.raw.socket.destroy())
+    if (request.raw.complete === false) {
+      reply.header('connection', 'close')
+      // Node would still read on until the socket is down (its `_dump`), at network speed: the socket
+      // goes as soon as the answer is handed to the kernel, having read only what came before it.
+      reply.raw.once('finish', () => request.raw.socket.destroy())
+    }
+    done(null, payload)
   })
 }, { fastify: '5.x', name: 'http-edges', dependencies: ['metrics'] })

@@ -16,7 +16,8 @@ export default fp<{ metrics?: Metrics }>(async function metricsPlugin (app, opti
   const metrics = options.metrics ?? createMetrics()
   metrics.watchPool(() => app.database.poolStats())
   app.decorate('metrics', metrics)
-  app.addHook('onResponse', async (request, reply) => {
+  app.addHook('onResponse', (request, reply, done) => {
     metrics.observeRequest(request.method, request.routeOptions.url ?? UNMATCHED_ROUTE, reply.statusCode, reply.elapsedTime / 1000)
+    done()
   })
 }, { fastify: '5.x', name: 'metrics', dependencies: ['db'] })

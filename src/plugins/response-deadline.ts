@@ -31,5 +31,9 @@ export default fp<{ deadlineMs?: number }>(async function responseDeadlinePlugin
   }, TICK_MS)
   timer.unref()
   app.addHook('onClose', async () => clearInterval(timer))
-  app.addHook('onRequest', async (_request, reply) => { pending.push({ reply, at: Date.now() }) })
+  // Callback hooks on every request's path: no promise to make and settle.
+  app.addHook('onRequest', (_request, reply, done) => {
+    pending.push({ reply, at: Date.now() })
+    done()
+  })
 }, { fastify: '5.x', name: 'response-deadline' })
