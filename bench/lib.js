@@ -53,7 +53,7 @@ export async function startService ({ databaseUrl, port = 18080, env = {}, cpu }
     SHUTDOWN_DRAIN_MS: '0',
     JWT_SECRET: randomBytes(36).toString('base64'),
     UV_THREADPOOL_SIZE: process.env.UV_THREADPOOL_SIZE ?? '8',
-    MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX ?? '2',
+    MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX ?? '1',
     ...env
   }
   const nodeArgs = [...serviceNodeArgs(), 'dist/server.js']

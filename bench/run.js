@@ -111,7 +111,7 @@ const serviceEnv = {
   JWT_SECRET: randomBytes(36).toString('base64'), // 48 characters
   UV_THREADPOOL_SIZE: THREADPOOL,
   // As `npm start` sets it: glibc would otherwise keep argon2's 19 MB blocks in per-thread arenas.
-  MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX ?? '2',
+  MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX ?? '1',
   HASH_CONCURRENCY,
   SHUTDOWN_DRAIN_MS: '0'
 }
