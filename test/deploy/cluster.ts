@@ -62,7 +62,7 @@ export async function startInstances (t: Test, count: number, shared: { server: 
     TRUST_PROXY: shared.trustProxy,
     // As `npm start` sets them.
     UV_THREADPOOL_SIZE: '8',
-    MALLOC_ARENA_MAX: '2'
+    MALLOC_ARENA_MAX: '1'
   })
   const instances: Instance[] = Array.from({ length: count }, (_, i) => {
     const host = `127.0.1.${i + 1}`
