@@ -177,6 +177,42 @@ for (const kind of testDatabases()) {
       }
     })
 
+    t.test('a database failure after the first page cuts the answer short at once; the next listing is whole', async (t) => {
+      const { app, token, list } = await setup(t)
+      await populate(app)
+      await app.listen({ port: 0, host: '127.0.0.1' })
+      const { port } = app.server.address() as AddressInfo
+      const original = app.database.copyUserPage
+      let pages = 0
+      app.database.copyUserPage = async (after, size, onText) => {
+        if (++pages === 2) throw Object.assign(new Error('write CONNECTION_CLOSED'), { code: 'CONNECTION_CLOSED' })
+        return original(after, size, onText)
+      }
+      t.teardown(() => { app.database.copyUserPage = original })
+
+      const cut = await new Promise<{ status?: number, complete: boolean, body: string }>((resolve) => {
+        const req = httpRequest({ port, host: '127.0.0.1', path: '/admin/users', headers: { authorization: `Bearer ${token}` } }, (res) => {
+          let body = ''
+          res.on('data', (chunk: Buffer) => { body += chunk.toString('utf8') })
+          res.on('error', () => {})
+          res.on('close', () => resolve({ status: res.statusCode, complete: res.complete, body }))
+        })
+        req.on('error', () => {})
+        req.end()
+      })
+      // The status was sent with the first page; the truncated body must not pass for a whole listing.
+      t.equal(cut.status, 200)
+      t.equal(cut.complete, false, 'the response ends without its last chunk')
+      t.ok(cut.body.startsWith('[{"id":'), 'the first page was sent')
+      t.throws(() => JSON.parse(cut.body), SyntaxError, 'what arrived is not a JSON listing')
+      t.equal(pages, 2, 'no page asked for after the failure')
+
+      app.database.copyUserPage = original
+      const listing = await list()
+      t.equal(listing.statusCode, 200)
+      t.strictSame(listing.json(), await expectedListing(app))
+    })
+
     t.test('disconnects without any slowing down, many at once: the app and its pool stay healthy', async (t) => {
       const { app, token, list } = await setup(t)
       await populate(app)
