@@ -28,10 +28,6 @@ export async function createDatabase (prefix = 'ums_bench') {
 }
 
 /**
- * Starts `node dist/server.js` in the production profile (rate limits off: this is a load test)
- * and resolves once it answers. `cpu` pins it with taskset.
- */
-/**
  * Node's options for the service: those `npm start` gives it (package.json), then
  * BENCH_NODE_ARGS (e.g. "--cpu-prof --cpu-prof-dir=bench/profiles"; a later option wins).
  */
@@ -40,6 +36,10 @@ export function serviceNodeArgs () {
   return [...start.match(/ node ((?:--\S+ )*)dist\/server\.js/)[1].split(' ').filter(Boolean), ...(process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? [])]
 }
 
+/**
+ * Starts `node dist/server.js` in the production profile (rate limits off: this is a load test)
+ * and resolves once it answers. `cpu` pins it with taskset.
+ */
 export async function startService ({ databaseUrl, port = 18080, env = {}, cpu } = {}) {
   const serviceEnv = {
     ...process.env,

@@ -83,26 +83,22 @@ function jsonAggTextPages (sql, size) {
 
 const paged = (pages) => (sql) => { const make = pages(sql); return (res) => stream(res, make()) }
 
+/**
+ * src/users/users-listing.ts as it is, with `size` rows a page: COPY text per keyset page,
+ * turned into JSON chunks by src/users/user-json.ts and streamed as they fill.
+ */
+const copyPages = (size) => () => {
+  const database = connectPostgres({ url: process.env.DATABASE_URL, poolMax: 10 })
+  return async (res) => {
+    const body = await usersJsonStream(database, size)
+    res.writeHead(200, JSON_TYPE)
+    await pipeline(body, res)
+  }
+}
 
 export const designs = {
-  // src/users/users-listing.ts as it is: COPY text per 5000-row keyset page, turned into JSON
-  // chunks by src/users/user-json.ts and streamed as they fill.
-  'copy-5000': () => {
-    const database = connectPostgres({ url: process.env.DATABASE_URL, poolMax: 10 })
-    return async (res) => {
-      const body = await usersJsonStream(database)
-      res.writeHead(200, JSON_TYPE)
-      await pipeline(body, res)
-    }
-  },
-  'copy-1000': () => {
-    const database = connectPostgres({ url: process.env.DATABASE_URL, poolMax: 10 })
-    return async (res) => {
-      const body = await usersJsonStream(database, 1000)
-      res.writeHead(200, JSON_TYPE)
-      await pipeline(body, res)
-    }
-  },
+  'copy-5000': copyPages(5000),
+  'copy-1000': copyPages(1000),
   'json-agg-nogc-5000': paged((sql) => jsonAggPages(sql, 5000)),
   'json-agg-nogc-500': paged((sql) => jsonAggPages(sql, 500)),
   'json-agg-text-1000': paged((sql) => jsonAggTextPages(sql, 1000)),

@@ -173,11 +173,12 @@ try {
 
   // SPEC's own-info request: a JSON body on a GET, sent to the service and the ceiling alike.
   const meSpec = { method: 'GET', headers: { authorization: `Bearer ${userToken}`, 'content-type': 'application/json' }, body: JSON.stringify(userLogin) }
+  const meEdDSASpec = { ...meSpec, headers: { ...meSpec.headers, authorization: `Bearer ${eddsaToken}` }, url: `${eddsaBase}/users/me` }
   const scenarios = {
     ceiling: () => load({ ...meSpec, url: `http://127.0.0.1:${ceilingPort}/users/me` }),
     dbCeiling: () => load({ ...meSpec, url: `${dbCeilingBase}/users/me` }),
     me: () => load({ ...meSpec, url: `${base}/users/me` }),
-    meEdDSA: () => load({ ...meSpec, headers: { ...meSpec.headers, authorization: `Bearer ${eddsaToken}` }, url: `${eddsaBase}/users/me` }),
+    meEdDSA: () => load(meEdDSASpec),
     rawVerify: () => rawArgon2('verify'),
     login: () => load({ url: `${base}/auth/login`, method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(userLogin) }),
     dbCeilingListing: () => load({ url: `${dbCeilingBase}/admin/users`, headers: { authorization: `Bearer ${adminToken}` } }),
@@ -196,7 +197,7 @@ try {
     ceiling: { ...meSpec, url: `http://127.0.0.1:${ceilingPort}/users/me` },
     dbCeiling: { ...meSpec, url: `${dbCeilingBase}/users/me` },
     me: { ...meSpec, url: `${base}/users/me` },
-    meEdDSA: { ...meSpec, headers: { ...meSpec.headers, authorization: `Bearer ${eddsaToken}` }, url: `${eddsaBase}/users/me` },
+    meEdDSA: meEdDSASpec,
     dbCeilingListing: { url: `${dbCeilingBase}/admin/users`, headers: { authorization: `Bearer ${adminToken}` } },
     listing: { url: `${base}/admin/users`, headers: { authorization: `Bearer ${adminToken}` } }
   }

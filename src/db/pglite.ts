@@ -29,7 +29,7 @@ export async function connectPglite (snapshot?: Blob): Promise<PgliteDatabase> {
     },
     async copyUserPage (after, size, onText) {
       // PGlite hands COPY's output over as one Blob.
-      const { blob } = await client.query(userCopyPageSql(db, after, size, '\'/dev/blob\''))
+      const { blob } = await client.query(userCopyPageSql(after, size, '\'/dev/blob\''))
       if (blob) onText(new Uint8Array(await blob.arrayBuffer()))
     },
     // One connection in the process, serialised by PGlite itself.

@@ -136,7 +136,7 @@ export function connectPostgres (options: PostgresOptions): Database {
       const [row] = await probed(probe.unsafe<Array<{ applied: number, latest: string }>>(MIGRATION_STATE_SQL), timeoutMs)
       return { applied: row.applied, latest: Number(row.latest) }
     },
-    copyUserPage: (after, size, onText) => copyOut(userCopyPageSql(db, after, size, 'stdout'), onText),
+    copyUserPage: (after, size, onText) => copyOut(userCopyPageSql(after, size, 'stdout'), onText),
     poolStats: () => {
       let waiting = 0
       for (const query of inFlight) if (query.state === null) waiting++

@@ -1,9 +1,9 @@
 import { gt } from 'drizzle-orm'
-import { PgDialect } from 'drizzle-orm/pg-core'
-import type { AppDatabase } from './database.js'
+import { PgDialect, QueryBuilder } from 'drizzle-orm/pg-core'
 import { users } from './schema.js'
 
 const dialect = new PgDialect()
+const queryBuilder = new QueryBuilder()
 
 /**
  * `COPY (one keyset page of the listing) TO target`: users with an id above `after`, at most
@@ -12,9 +12,9 @@ const dialect = new PgDialect()
  * one small message that the drivers hand over without parsing its cells. COPY takes no bind
  * parameters, so the two numbers are written into the statement: integers only.
  */
-export function userCopyPageSql (db: AppDatabase, after: number, size: number, target: 'stdout' | '\'/dev/blob\''): string {
+export function userCopyPageSql (after: number, size: number, target: 'stdout' | '\'/dev/blob\''): string {
   if (!Number.isSafeInteger(after) || !Number.isSafeInteger(size)) throw new TypeError('listing page bounds must be integers')
-  const page = db.select({ id: users.id, username: users.username, email: users.email, role: users.role })
+  const page = queryBuilder.select({ id: users.id, username: users.username, email: users.email, role: users.role })
     .from(users).where(gt(users.id, after)).orderBy(users.id).limit(size)
   return `copy (${dialect.sqlToQuery(page.getSQL().inlineParams()).sql}) to ${target}`
 }

@@ -19,8 +19,8 @@ export const LISTING_PAGE_SIZE = 5000
  * client went away), no page is asked for.
  */
 export async function usersJsonStream (database: Database, size = LISTING_PAGE_SIZE): Promise<Readable> {
+  // The last id listed; 0 before the first page (ids start at 1).
   let after = 0
-  let listed = 0
   let more = true
   let fetching = false
   // The stream asked for data (read) and nothing was pushed since: it will not ask again until something is.
@@ -32,13 +32,17 @@ export async function usersJsonStream (database: Database, size = LISTING_PAGE_S
   }
 
   async function fetchPage (): Promise<void> {
-    const writer = createUserJsonWriter(push, { continues: listed > 0 })
-    await database.copyUserPage(after, size, writer.write)
-    const page = writer.end()
-    listed += page.rows
-    after = page.lastId
-    // A short page is the last: no query to learn that the next one is empty.
-    more = page.rows === size
+    fetching = true
+    try {
+      const writer = createUserJsonWriter(push, { continues: after > 0 })
+      await database.copyUserPage(after, size, writer.write)
+      const page = writer.end()
+      after = page.lastId
+      // A short page is the last: no query to learn that the next one is empty.
+      more = page.rows === size
+    } finally {
+      fetching = false
+    }
   }
 
   function fetchNext (): void {
@@ -48,16 +52,10 @@ export async function usersJsonStream (database: Database, size = LISTING_PAGE_S
       push(null)
       return
     }
-    fetching = true
-    fetchPage().then(() => {
-      fetching = false
-      if (wanted) fetchNext()
-    }, (error) => stream.destroy(error))
+    fetchPage().then(() => { if (wanted) fetchNext() }, (error) => stream.destroy(error))
   }
 
   push('[')
-  fetching = true
   await fetchPage()
-  fetching = false
   return stream
 }

@@ -1,12 +1,10 @@
 import { createPrivateKey } from 'node:crypto'
 import t from 'tap'
 import { loadConfig } from '../../src/config.js'
-import { runCli } from '../support/cli-process.js'
+import { runCli as cli } from '../support/cli-process.js'
 
 // `npm run cli -- generate-key`: a key for a secret store, so standard output holds the PEM and nothing else.
 t.setTimeout(300_000)
-
-const cli = runCli
 
 const PEM = /^-----BEGIN PRIVATE KEY-----\n[A-Za-z0-9+/=\n]+\n-----END PRIVATE KEY-----\n$/
 
