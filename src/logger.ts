@@ -78,6 +78,26 @@ export function describeError (error: unknown, withStack = true): SerializedErro
   return describe(error, chain(error).some(fromDatabase), withStack, 0)
 }
 
+type Destination = ReturnType<typeof pino.destination>
+const buffered = new Set<Destination>()
+
+/**
+ * Pino flushes only its asynchronous destinations when the process exits: the lines a
+ * synchronous one still buffers (under 4 KiB) are written here, so a crash or shutdown that
+ * ends in process.exit loses none.
+ */
+function flushedOnExit (stream: Destination): Destination {
+  if (buffered.size === 0) {
+    process.once('exit', () => {
+      for (const pending of buffered) {
+        try { pending.flushSync() } catch { /* stdout is gone: nowhere left to write */ }
+      }
+    })
+  }
+  buffered.add(stream)
+  return stream
+}
+
 /** Pino options shared by every profile: level, redaction and the error serializer. */
 export function baseLoggerOptions (config: Pick<Config, 'logLevel'>) {
   return {
@@ -91,11 +111,12 @@ export function baseLoggerOptions (config: Pick<Config, 'logLevel'>) {
 /** Pino JSON in production, readable lines in development: chosen by the profile, never by NODE_ENV. */
 export function loggerOptions (config: Config): FastifyServerOptions['logger'] {
   const base = baseLoggerOptions(config)
-  // Asynchronous stdout, written 4 KiB at a time or every 250 ms, whichever comes first, instead
-  // of one write(2) a line (a write a line was 6-11% of GET /users/me's CPU: BENCHMARKS.md).
-  // Pino flushes it synchronously on exit, so a crash that ends in process.exit loses no line.
+  // Stdout written 4 KiB at a time or every 250 ms, whichever comes first, instead of one
+  // write(2) a line (a write a line was 6-11% of GET /users/me's CPU: BENCHMARKS.md). Written
+  // from the main thread (pino's default), not handed to a libuv thread that then competes with
+  // it for the core (4-8% of /users/me's CPU).
   if (config.profile === 'production') {
-    const stream = pino.destination({ dest: 1, sync: false, minLength: 4096, periodicFlush: 250 })
+    const stream = flushedOnExit(pino.destination({ dest: 1, sync: true, minLength: 4096, periodicFlush: 250 }))
     return { ...base, timestamp: () => `,"time":"${new Date().toISOString()}"`, stream }
   }
   return { ...base, transport: { target: 'pino-pretty', options: { translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' } } }
