@@ -25,7 +25,7 @@ const flags = new Set(process.argv.slice(2))
 const only = [...flags].find((f) => f.startsWith('--only='))?.slice(7).split(',')
 const CONNECTIONS = 32
 const DURATION = Number(process.env.BENCH_DURATION ?? 10)
-const ROUNDS = 2
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2)
 const SERVICE_CPU = '0'
 const LOAD_CPU = '1'
 // Set here because it cannot be set reliably from inside the process; the raw argon2 rate uses the same.

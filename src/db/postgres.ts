@@ -12,6 +12,8 @@ import { createSocketWatch } from './socket-watch.js'
 const STATEMENT_TIMEOUT_MS = 5000
 /** Past this, a socket awaiting an answer is on a dead path: a little above statement_timeout. */
 const ANSWER_DEADLINE_MS = STATEMENT_TIMEOUT_MS + 1000
+/** How often queries are checked for the acquire timeout: each fails within this much of it. */
+const ACQUIRE_SWEEP_MS = 100
 
 export interface PostgresOptions {
   readonly url: string
@@ -76,24 +78,32 @@ export function connectPostgres (options: PostgresOptions): Database {
     }
   }
   const acquireTimeoutMs = options.acquireTimeoutMs ?? 1000
-  const inFlight = new Set<PendingQuery>()
+  // The queries in flight, each with the time it was asked for: a Map keeps them oldest first.
+  const inFlight = new Map<PendingQuery, number>()
   let acquireTimeouts = 0
 
   // postgres.js has no acquire timeout: a query waits in its queue for as long as the
-  // database stays away. So every query gets a timer; if it is still not on a connection
-  // when the timer fires, postgres.js's own cancel takes it out of the queue, and it fails
-  // with UMS_DB_ACQUIRE_TIMEOUT (503). Once sent, statement_timeout bounds it on the server.
-  const unsafe = (...args: Parameters<typeof client.unsafe>) => {
-    const query = client.unsafe(...args) as unknown as PendingQuery
-    inFlight.add(query)
-    const timer = setTimeout(() => {
-      if (query.state !== null) return
+  // database stays away. So a sweep looks at the queries asked for over acquireTimeoutMs ago;
+  // one still not on a connection is taken out of the queue by postgres.js's own cancel, and
+  // fails with UMS_DB_ACQUIRE_TIMEOUT (503). Once sent, statement_timeout bounds it on the
+  // server. One sweep for all queries rather than a timer each, on the path of every request.
+  const acquireSweep = setInterval(() => {
+    const overdue = Date.now() - acquireTimeoutMs
+    for (const [query, askedAt] of inFlight) {
+      if (askedAt > overdue) break
+      if (query.state !== null) continue
+      inFlight.delete(query)
       acquireTimeouts++
       const reject = query.reject
       query.reject = () => reject(new AcquireTimeoutError(acquireTimeoutMs))
       query.cancel()
-    }, acquireTimeoutMs)
-    const settle = () => { clearTimeout(timer); inFlight.delete(query) }
+    }
+  }, ACQUIRE_SWEEP_MS)
+  acquireSweep.unref()
+  const unsafe = (...args: Parameters<typeof client.unsafe>) => {
+    const query = client.unsafe(...args) as unknown as PendingQuery
+    inFlight.set(query, Date.now())
+    const settle = () => { inFlight.delete(query) }
     query.then(settle, settle)
     return query
   }
@@ -139,10 +149,11 @@ export function connectPostgres (options: PostgresOptions): Database {
     copyUserPage: (after, size, onText) => copyOut(userCopyPageSql(after, size, 'stdout'), onText),
     poolStats: () => {
       let waiting = 0
-      for (const query of inFlight) if (query.state === null) waiting++
+      for (const query of inFlight.keys()) if (query.state === null) waiting++
       return { max: options.poolMax, inFlight: inFlight.size, waiting, acquireTimeouts }
     },
     async close () {
+      clearInterval(acquireSweep)
       watch.stop()
       probeWatch.stop()
       await Promise.all([client.end({ timeout: 5 }), probe.end({ timeout: 1 })])

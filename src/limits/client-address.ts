@@ -35,12 +35,13 @@ export function dropForgedEntries (header: string): string | undefined {
 export default fp<{ config: Config }>(async function clientAddressPlugin (app, { config }) {
   // Without TRUST_PROXY the header is never read for the address.
   if (config.trustProxy === false) return
-  app.addHook('onRequest', async (request) => {
+  app.addHook('onRequest', (request, _reply, done) => {
     const header = request.raw.headers['x-forwarded-for']
-    if (typeof header !== 'string') return
-    const kept = dropForgedEntries(header)
-    if (kept === header) return
-    if (kept === undefined) delete request.raw.headers['x-forwarded-for']
-    else request.raw.headers['x-forwarded-for'] = kept
+    const kept = typeof header === 'string' ? dropForgedEntries(header) : header
+    if (kept !== header) {
+      if (kept === undefined) delete request.raw.headers['x-forwarded-for']
+      else request.raw.headers['x-forwarded-for'] = kept
+    }
+    done()
   })
 }, { fastify: '5.x', name: 'client-address' })

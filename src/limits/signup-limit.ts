@@ -16,8 +16,9 @@ export default fp<{ config: Config }>(async function signupLimitPlugin (app, { c
 
   if (config.trustProxy === false) {
     const warn = throttledWarning(app.log, 'X-Forwarded-For received while TRUST_PROXY is off: every client behind that proxy shares one set of abuse counters')
-    app.addHook('onRequest', async (request) => {
+    app.addHook('onRequest', (request, _reply, done) => {
       if (request.headers['x-forwarded-for'] !== undefined) warn({ clientAddress: request.ip })
+      done()
     })
   }
 

@@ -31,15 +31,15 @@ export default fp(async function httpEdgesPlugin (app) {
     else done()
   })
 
-  app.addHook('preParsing', async (request, reply, payload) => {
+  app.addHook('preParsing', (request, reply, payload, done) => {
     const { raw } = request
-    if (raw.headers.expect === undefined || !CONTINUE.test(raw.headers.expect) || raw.complete !== false) return payload
+    if (raw.headers.expect === undefined || !CONTINUE.test(raw.headers.expect) || raw.complete !== false) return done(null, payload)
     // The `/*` catch-all of a prefix answers 404 too: its route exists only in name. The client
     // waits for a word before it sends the body, so the 404 goes now, without reading it.
     if (request.is404 || request.routeOptions.url?.endsWith('*')) return reply.code(404).send(httpError(404, messages.notFound))
     // HTTP/1.0 has no interim answers (RFC 9110 §15.2).
     if (raw.httpVersion !== '1.0') reply.raw.writeContinue()
-    return payload
+    done(null, payload)
   })
 
   app.addHook('onSend', (request, reply, payload, done) => {

@@ -18,7 +18,10 @@ const usersRoutes: FastifyPluginAsyncTypebox = async function (app) {
     // `Content-Type: application/json`, which clients often send on every request) is an
     // empty request, not an invalid one. Only undefined is absent: a JSON `null` was sent,
     // and is not an object (400).
-    preValidation: async (request) => { if (request.body === undefined) request.body = {} },
+    preValidation: (request, _reply, done) => {
+      if (request.body === undefined) request.body = {}
+      done()
+    },
     schema: {
       tags: ['users'],
       operationId: 'getOwnRecord',
