@@ -7,6 +7,7 @@ import type { UserRecord } from '../schemas/users.js'
 import { ROLES, type Role } from '../users/user.js'
 import { requestSecurityEvent } from '../security-events.js'
 import { jwkSet, jwtOptions, type JwkSet } from '../tokens/jwt-options.js'
+import { createTokenVerifier, isExpiredTokenError } from '../tokens/token-verifier.js'
 
 /** The claims of an access token (CONTRACT §6). */
 export interface TokenClaims {
@@ -42,7 +43,6 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** The token's user as stored now, looked up once per authenticated request. */
     account: UserRecord | null
-    previousJwtVerify: FastifyRequest['jwtVerify']
   }
 }
 
@@ -51,8 +51,6 @@ const FUTURE_LEEWAY_S = 30
 const BEARER = /^bearer ([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*)$/i
 // users.id is a PostgreSQL integer: a larger uid would make the look-up fail, not miss.
 const MAX_UID = 2_147_483_647
-
-const isExpired = (error: unknown) => (error as { code?: string }).code === 'FST_JWT_AUTHORIZATION_TOKEN_EXPIRED'
 
 /** The claims fast-jwt does not type-check, and the 30 s allowed for clock skew on iat and nbf. */
 function validClaims (claims: TokenClaims): boolean {
@@ -70,39 +68,11 @@ function validClaims (claims: TokenClaims): boolean {
  * @see https://github.com/fastify/fastify-jwt
  */
 export default fp<{ jwt: Config['jwt'] }>(async function authPlugin (app, { jwt: settings }) {
-  const verify = {
-    // Pinned: a token's own alg never chooses how it is checked.
-    algorithms: [settings.algorithm],
-    allowedIss: settings.issuer,
-    allowedAud: settings.audience,
-    checkTyp: 'at+jwt',
-    requiredClaims: ['sub', 'role', 'uid', 'iss', 'aud', 'jti', 'iat', 'exp'],
-    // nbf gets the same 30 s of leeway as iat, checked below; exp gets none.
-    ignoreNotBefore: true,
-    cache: 1000
-  }
-  await app.register(jwt, jwtOptions(settings, verify))
-  if (settings.previousSecret) {
-    // Rotation: tokens signed with the former secret stay valid until they expire.
-    await app.register(jwt, { namespace: 'previous', jwtVerify: 'previousJwtVerify', secret: settings.previousSecret, verify })
-  }
+  // @fastify/jwt signs (app.jwt.sign); requests are checked by the verifier, previous keys included.
+  await app.register(jwt, jwtOptions(settings))
+  const verifyToken = createTokenVerifier(settings)
   app.decorateRequest('account', null)
   app.decorate('jwks', jwkSet(settings))
-
-  async function verifyToken (request: FastifyRequest): Promise<TokenClaims> {
-    try {
-      return await request.jwtVerify()
-    } catch (error) {
-      // An expired token passed its signature check already: no other secret can save it.
-      if (!settings.previousSecret || isExpired(error)) throw error
-      try {
-        return await request.previousJwtVerify()
-      } catch (previousError) {
-        // Signed with the former secret but expired: say so, rather than "invalid".
-        throw isExpired(previousError) ? previousError : error
-      }
-    }
-  }
 
   async function authenticate (request: FastifyRequest, reply: FastifyReply): Promise<void> {
     try {
@@ -127,14 +97,16 @@ export default fp<{ jwt: Config['jwt'] }>(async function authPlugin (app, { jwt:
     // (RFC 6750 §3: the challenge then has no error code).
     if (!/^bearer\s+\S/i.test(header)) throw new TokenMissingError()
     // Exactly one space and the three compact segments, as Spring's resolver demands.
-    if (!BEARER.test(header)) throw new TokenInvalidError()
+    const token = BEARER.exec(header)?.[1]
+    if (token === undefined) throw new TokenInvalidError()
     let claims: TokenClaims
     try {
-      claims = await verifyToken(request)
+      claims = verifyToken(token) as unknown as TokenClaims
     } catch (error) {
-      throw isExpired(error) ? new TokenExpiredError() : new TokenInvalidError()
+      throw isExpiredTokenError(error) ? new TokenExpiredError() : new TokenInvalidError()
     }
     if (!validClaims(claims)) throw new TokenInvalidError()
+    request.user = claims
     // A deleted user's token dies with the user: one primary-key look-up.
     request.account = (await app.usersRepository.findById(claims.uid)) ?? null
     if (!request.account) throw new TokenInvalidError()

@@ -5,7 +5,6 @@ import type { Config } from '../config.js'
 import type { SigningKey } from './signing-keys.js'
 
 type JwtSettings = Config['jwt']
-type VerifyOptions = NonNullable<FastifyJWTOptions['verify']>
 
 /** RFC 7517's JWK Set of the public keys other services verify our tokens with. */
 export interface JwkSet {
@@ -20,35 +19,50 @@ const FOREIGN_KEY_HEADERS = ['jku', 'jwk', 'x5u', 'x5c'] as const
 const keysOf = (settings: JwtSettings): SigningKey[] =>
   settings.keys ? [settings.keys.current, settings.keys.previous].filter((key) => key !== undefined) : []
 
-/** Signed by a key the header does not lead to among ours; mapped to 401 Token inválido. */
-class UnknownKeyError extends Error {}
+/** CONTRACT §6's checks of a token, for tokens/token-verifier.ts and @fastify/jwt alike. */
+export function verifyOptions (settings: JwtSettings) {
+  return {
+    // Pinned: a token's own alg never chooses how it is checked.
+    algorithms: [settings.algorithm],
+    allowedIss: settings.issuer,
+    allowedAud: settings.audience,
+    checkTyp: 'at+jwt',
+    requiredClaims: ['sub', 'role', 'uid', 'iss', 'aud', 'jti', 'iat', 'exp'],
+    // nbf gets the same 30 s of leeway as iat, checked in plugins/auth.ts; exp gets none.
+    ignoreNotBefore: true,
+    cache: 1000
+  }
+}
 
 /**
- * @fastify/jwt's options for the configured algorithm. HS256 is one secret (its previous
- * secret is a second registration, see plugins/auth.ts). EdDSA and ES256 sign with the
- * current private key and verify with the public key the token's `kid` names among the
- * service's own keys, never one the token points to; the algorithm is pinned, so a token
- * HMAC-signed with a public key (algorithm confusion) is refused by fast-jwt.
+ * EdDSA and ES256: the public key (SPKI PEM) the header's `kid` names among the service's own
+ * keys, current or previous; undefined for a header without one, naming another, or carrying
+ * a key or a link to one. With HS256, undefined.
  */
-export function jwtOptions (settings: JwtSettings, verify: VerifyOptions): FastifyJWTOptions {
+export function ownPublicKey (settings: JwtSettings, header: Record<string, unknown>): string | undefined {
+  if (FOREIGN_KEY_HEADERS.some((name) => Object.hasOwn(header, name)) || typeof header.kid !== 'string') return undefined
+  return keysOf(settings).find((key) => key.kid === header.kid)?.publicKeyPem
+}
+
+/**
+ * @fastify/jwt's options for the configured algorithm. It signs the tokens; requests are
+ * checked by tokens/token-verifier.ts, and @fastify/jwt's own verification, which the service
+ * does not call, is held to the same checks and keys. HS256 is one secret; EdDSA and ES256
+ * sign with the current private key.
+ */
+export function jwtOptions (settings: JwtSettings): FastifyJWTOptions {
   const { algorithm, issuer: iss, audience: aud } = settings
   // @fastify/jwt reads a numeric expiresIn as seconds; jwt.expiration is in milliseconds.
   const sign = { algorithm, iss, aud, expiresIn: settings.expirationMs / 1000, header: { alg: algorithm, typ: 'at+jwt' } }
+  const verify = verifyOptions(settings)
   if (!settings.keys) return { secret: settings.secret, sign, verify }
-
-  const publicKeys = new Map(keysOf(settings).map((key) => [key.kid, key.publicKeyPem]))
   return {
     secret: {
       private: settings.keys.current.privateKeyPem,
-      // The PEM string, not a KeyObject: @fastify/jwt then keeps one verifier, and its cache
-      // of verified tokens, per key.
       public: async (_request: FastifyRequest, token: TokenOrHeader) => {
         // With decode.complete the callback gets the decoded token, not its bare header.
-        const { header } = token as { header: Record<string, unknown> }
-        const key = FOREIGN_KEY_HEADERS.some((name) => Object.hasOwn(header, name)) || typeof header.kid !== 'string'
-          ? undefined
-          : publicKeys.get(header.kid)
-        if (key === undefined) throw new UnknownKeyError('token names no key of this service')
+        const key = ownPublicKey(settings, (token as { header: Record<string, unknown> }).header)
+        if (key === undefined) throw new Error('token names no key of this service')
         return key
       }
     },
