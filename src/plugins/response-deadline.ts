@@ -36,12 +36,9 @@ export default fp<{ deadlineMs?: number }>(async function responseDeadlinePlugin
     pending.set(reply, Date.now())
     done()
   })
+  // Every answer passes here; one that never does (its client left) is dropped by the timer.
   app.addHook('onSend', (_request, reply, payload, done) => {
     pending.delete(reply)
     done(null, payload)
-  })
-  app.addHook('onResponse', (_request, reply, done) => {
-    pending.delete(reply)
-    done()
   })
 }, { fastify: '5.x', name: 'response-deadline' })

@@ -46,9 +46,9 @@ export function ownPublicKey (settings: JwtSettings, header: Record<string, unkn
 
 /**
  * @fastify/jwt's options for the configured algorithm. It signs the tokens; requests are
- * checked by tokens/token-verifier.ts, and @fastify/jwt's own verification, which the service
- * does not call, is held to the same checks and keys. HS256 is one secret; EdDSA and ES256
- * sign with the current private key.
+ * checked by tokens/token-verifier.ts. @fastify/jwt's own verification, which the service does
+ * not call, is held to the same checks and keys, HS256's previous secret aside. HS256 is one
+ * secret; EdDSA and ES256 sign with the current private key.
  */
 export function jwtOptions (settings: JwtSettings): FastifyJWTOptions {
   const { algorithm, issuer: iss, audience: aud } = settings
