@@ -38,9 +38,10 @@ export function serviceNodeArgs () {
 
 /**
  * Starts `node dist/server.js` in the production profile (rate limits off: this is a load test)
- * and resolves once it answers. `cpu` pins it with taskset.
+ * and resolves once it answers. `cpu` pins it with taskset; `dir` is another build's folder
+ * (bench/me-ab.js), `nodeArgs` replaces node's options.
  */
-export async function startService ({ databaseUrl, port = 18080, env = {}, cpu } = {}) {
+export async function startService ({ databaseUrl, port = 18080, env = {}, cpu, dir = '.', nodeArgs = serviceNodeArgs() } = {}) {
   const serviceEnv = {
     ...process.env,
     APP_PROFILE: 'production',
@@ -56,10 +57,10 @@ export async function startService ({ databaseUrl, port = 18080, env = {}, cpu }
     MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX ?? '1',
     ...env
   }
-  const nodeArgs = [...serviceNodeArgs(), 'dist/server.js']
-  const [command, args] = cpu === undefined ? ['node', nodeArgs] : ['taskset', ['-c', String(cpu), 'node', ...nodeArgs]]
+  const node = ['node', ...nodeArgs, `${dir}/dist/server.js`]
+  const command = cpu === undefined ? node : ['taskset', '-c', String(cpu), ...node]
   const base = `http://127.0.0.1:${port}`
-  return { base, ...await startProcess([command, ...args], serviceEnv, `${base}/auth/x`) }
+  return { base, ...await startProcess(command, serviceEnv, `${base}/auth/x`) }
 }
 
 const root = fileURLToPath(new URL('..', import.meta.url))

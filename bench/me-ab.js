@@ -6,38 +6,28 @@
 // 16% slower than A on the 2-core machine of BENCHMARKS.md.
 // Each folder needs its own build (npm run build) and node_modules (a link will do).
 // Usage: node bench/me-ab.js <folder A> <folder B> [rounds = 6] [seconds = 5]
-// Node's options for either: AB_ARGS_A, AB_ARGS_B (default: npm start's --max-semi-space-size=4).
+// Node's options for either: AB_ARGS_A, AB_ARGS_B (default: npm start's, as bench/run.js).
 import { randomBytes } from 'node:crypto'
-import { createDatabase, cpuSeconds, postJson, runNode, startProcess } from './lib.js'
+import { createDatabase, cpuSeconds, postJson, runNode, serviceNodeArgs, startService } from './lib.js'
 
 const [dirA, dirB, rounds = '6', seconds = '5'] = process.argv.slice(2)
 if (!dirA || !dirB) throw new Error('usage: node bench/me-ab.js <folder A> <folder B> [rounds] [seconds]')
-const nodeArgs = (value) => (value ?? '--max-semi-space-size=4').split(' ').filter(Boolean)
 const database = await createDatabase('ums_ab')
-const env = {
-  APP_PROFILE: 'production',
-  DATABASE_URL: database.url,
-  HOST: '127.0.0.1',
-  MANAGEMENT_PORT: 'off',
-  RATE_LIMITS: 'off',
-  JWT_SECRET: randomBytes(36).toString('base64'),
-  UV_THREADPOOL_SIZE: '4',
-  MALLOC_ARENA_MAX: '1',
-  SHUTDOWN_DRAIN_MS: '0'
-}
-const start = (dir, args, port) => startProcess(['taskset', '-c', '0', 'node', ...nodeArgs(args), `${dir}/dist/server.js`], { ...env, PORT: String(port) }, `http://127.0.0.1:${port}/auth/x`)
-const services = { A: { ...await start(dirA, process.env.AB_ARGS_A, 18700), port: 18700 }, B: { ...await start(dirB, process.env.AB_ARGS_B, 18701), port: 18701 } }
+// As bench/run.js runs the service: the request line logged (LOG_LEVEL info), 4 threads; one secret for both.
+const env = { LOG_LEVEL: 'info', UV_THREADPOOL_SIZE: '4', JWT_SECRET: randomBytes(36).toString('base64') }
+const start = (dir, args, port) => startService({ databaseUrl: database.url, port, env, cpu: 0, dir, nodeArgs: args?.split(' ').filter(Boolean) ?? serviceNodeArgs() })
+const services = { A: await start(dirA, process.env.AB_ARGS_A, 18700), B: await start(dirB, process.env.AB_ARGS_B, 18701) }
 try {
   const user = { username: 'abuser', email: 'ab-user@example.com', password: 'Bench12345' }
-  await postJson('http://127.0.0.1:18700', '/auth/signup', user)
-  const { body: { token } } = await postJson('http://127.0.0.1:18700', '/auth/login', { email: user.email, password: user.password })
-  const load = async ({ pid, port }, duration) => {
+  await postJson(services.A.base, '/auth/signup', user)
+  const { body: { token } } = await postJson(services.A.base, '/auth/login', { email: user.email, password: user.password })
+  const load = async ({ pid, base }, duration) => {
     const before = cpuSeconds(pid)
     const f = await runNode('bench/load.js', [JSON.stringify({
-      connections: 32, duration, url: `http://127.0.0.1:${port}/users/me`, method: 'GET',
+      connections: 32, duration, url: `${base}/users/me`, method: 'GET',
       headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify({ email: user.email, password: user.password })
     })], { cpu: '1' })
-    if (f.non2xx > 0 || f.errors > 0) throw new Error(`port ${port}: ${f.non2xx} non-2xx answers, ${f.errors} errors`)
+    if (f.non2xx > 0 || f.errors > 0) throw new Error(`${base}: ${f.non2xx} non-2xx answers, ${f.errors} errors`)
     return { rate: f.perSecond, cpu: ((cpuSeconds(pid) - before) / f.ok) * 1e6, p99: f.latency.p99 }
   }
   await load(services.A, 3)

@@ -16,7 +16,7 @@ export interface JwkSet {
 const FOREIGN_KEY_HEADERS = ['jku', 'jwk', 'x5u', 'x5c'] as const
 
 /** The service's own keys, current first. */
-const keysOf = (settings: JwtSettings): SigningKey[] =>
+export const ownKeys = (settings: JwtSettings): SigningKey[] =>
   settings.keys ? [settings.keys.current, settings.keys.previous].filter((key) => key !== undefined) : []
 
 /** CONTRACT §6's checks of a token, for tokens/token-verifier.ts and @fastify/jwt alike. */
@@ -41,7 +41,7 @@ export function verifyOptions (settings: JwtSettings) {
  */
 export function ownPublicKey (settings: JwtSettings, header: Record<string, unknown>): string | undefined {
   if (FOREIGN_KEY_HEADERS.some((name) => Object.hasOwn(header, name)) || typeof header.kid !== 'string') return undefined
-  return keysOf(settings).find((key) => key.kid === header.kid)?.publicKeyPem
+  return ownKeys(settings).find((key) => key.kid === header.kid)?.publicKeyPem
 }
 
 /**
@@ -75,5 +75,5 @@ export function jwtOptions (settings: JwtSettings): FastifyJWTOptions {
 
 /** The public keys, current and previous, as GET /.well-known/jwks.json serves them; empty with HS256. */
 export function jwkSet (settings: JwtSettings): JwkSet {
-  return { keys: keysOf(settings).map((key) => ({ ...key.publicJwk, kid: key.kid, alg: settings.algorithm, use: 'sig' as const })) }
+  return { keys: ownKeys(settings).map((key) => ({ ...key.publicJwk, kid: key.kid, alg: settings.algorithm, use: 'sig' as const })) }
 }

@@ -1,6 +1,6 @@
 import { createDecoder, createVerifier } from 'fast-jwt'
 import type { Config } from '../config.js'
-import { ownPublicKey, verifyOptions } from './jwt-options.js'
+import { ownKeys, ownPublicKey, verifyOptions } from './jwt-options.js'
 
 type JwtSettings = Config['jwt']
 
@@ -39,15 +39,14 @@ export function createTokenVerifier (settings: JwtSettings): VerifyToken {
       }
     }
   }
-  const verifiers = new Map<string, VerifyToken>()
+  // One verifier per public key (current and previous), by its PEM as ownPublicKey returns it.
+  const verifiers = new Map(ownKeys(settings).map(({ publicKeyPem: key }) => [key, createVerifier({ ...options, key })]))
   const decode = createDecoder({ complete: true })
   return (token) => {
     const { header } = decode(token) as { header: Record<string, unknown> }
     const key = ownPublicKey(settings, header)
     // Like every other failure here, a 401 Token inválido.
     if (key === undefined) throw new Error('token names no key of this service')
-    let verify = verifiers.get(key)
-    if (!verify) verifiers.set(key, verify = createVerifier({ ...options, key }))
-    return verify(token)
+    return verifiers.get(key)!(token)
   }
 }
