@@ -27,13 +27,19 @@ export async function createDatabase (prefix = 'ums_bench') {
   }
 }
 
+const startScript = () => JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).scripts.start
+
 /**
  * Node's options for the service: those `npm start` gives it (package.json), then
  * BENCH_NODE_ARGS (e.g. "--cpu-prof --cpu-prof-dir=bench/profiles"; a later option wins).
  */
 export function serviceNodeArgs () {
-  const start = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).scripts.start
-  return [...start.match(/ node ((?:--\S+ )*)dist\/server\.js/)[1].split(' ').filter(Boolean), ...(process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? [])]
+  return [...startScript().match(/ node ((?:--\S+ )*)dist\/server\.js/)[1].split(' ').filter(Boolean), ...(process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? [])]
+}
+
+/** The environment `npm start` sets (its `NAME=${NAME:-default}` pairs), each overridden by this process's own. */
+export function serviceStartEnv () {
+  return Object.fromEntries([...startScript().matchAll(/(\w+)=\$\{\w+:-([^}]*)\}/g)].map(([, name, value]) => [name, process.env[name] ?? value]))
 }
 
 /**
@@ -53,8 +59,7 @@ export async function startService ({ databaseUrl, port = 18080, env = {}, cpu, 
     LOG_LEVEL: 'warn',
     SHUTDOWN_DRAIN_MS: '0',
     JWT_SECRET: randomBytes(36).toString('base64'),
-    UV_THREADPOOL_SIZE: process.env.UV_THREADPOOL_SIZE ?? '8',
-    MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX ?? '1',
+    ...serviceStartEnv(),
     ...env
   }
   const node = ['node', ...nodeArgs, `${dir}/dist/server.js`]

@@ -3,13 +3,19 @@
 // dist/ code (so a socket write made by postgres.js counts as the database driver's, one made
 // by Fastify's reply as the HTTP response's); samples with no such frame are named by their
 // innermost node: built-in or their V8 pseudo-frame (GC, program). Idle samples and module
-// loading (start-up) are left out; percentages are of the rest, the busy time. `--per=N` also gives µs per request for N requests.
-// Usage: node bench/profile-summary.js bench/CPU.….cpuprofile [--per=123456]
+// loading (start-up) are left out; percentages are of the rest, the busy time. `--per=N` also gives µs per request for N requests;
+// `--last=S` keeps only the last S seconds of samples (a load that ran just before the service stopped).
+// Usage: node bench/profile-summary.js bench/CPU.….cpuprofile [--per=123456] [--last=10]
 import { readFileSync } from 'node:fs'
 
 const file = process.argv[2]
 const per = Number(process.argv.find((arg) => arg.startsWith('--per='))?.slice(6) ?? 0)
+const last = Number(process.argv.find((arg) => arg.startsWith('--last='))?.slice(7) ?? 0)
 const profile = JSON.parse(readFileSync(file, 'utf8'))
+// Each sample's time since the profile started, for --last.
+let clock = 0
+const sampleTimes = profile.timeDeltas.map((delta) => (clock += delta))
+const windowStart = last ? profile.endTime - profile.startTime - last * 1e6 : -Infinity
 
 // Where each frame belongs, by URL (first match wins), then by function name for code without one.
 const CATEGORIES = [
@@ -45,7 +51,7 @@ let startUpMicros = 0
 profile.samples.forEach((id, i) => {
   const micros = profile.timeDeltas[i + 1] ?? 0
   const leaf = byId.get(id)
-  if (leaf.callFrame.functionName === '(idle)') return
+  if (leaf.callFrame.functionName === '(idle)' || sampleTimes[i] < windowStart) return
   let category
   let startUp = false
   for (let node = leaf; node; node = byId.get(parent.get(node.id))) {

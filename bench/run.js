@@ -17,7 +17,7 @@ import { performance } from 'node:perf_hooks'
 import { fileURLToPath } from 'node:url'
 import argon2 from 'argon2'
 import postgres from 'postgres'
-import { cpuSeconds, createDatabase, rss, runNode, serviceNodeArgs, startDbCeiling, startProcess } from './lib.js'
+import { cpuSeconds, createDatabase, rss, runNode, serviceNodeArgs, serviceStartEnv, startDbCeiling, startProcess } from './lib.js'
 
 const root = fileURLToPath(new URL('..', import.meta.url))
 const flags = new Set(process.argv.slice(2))
@@ -109,9 +109,9 @@ const serviceEnv = {
   MANAGEMENT_PORT: 'off',
   RATE_LIMITS: 'off',
   JWT_SECRET: randomBytes(36).toString('base64'), // 48 characters
+  // As `npm start` sets them (glibc's malloc settings for argon2's 19 MB blocks, README), but the bench's thread pool.
+  ...serviceStartEnv(),
   UV_THREADPOOL_SIZE: THREADPOOL,
-  // As `npm start` sets it: glibc would otherwise keep argon2's 19 MB blocks in per-thread arenas.
-  MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX ?? '1',
   HASH_CONCURRENCY,
   SHUTDOWN_DRAIN_MS: '0'
 }
@@ -122,7 +122,7 @@ const results = {
   date: new Date().toISOString(),
   machine: { cpu: cpus()[0]?.model, cores: cpus().length, memoryGB: Math.round(totalmem() / 1024 ** 3), node: process.version, kernel: release() },
   command: 'npm run bench',
-  settings: { connections: CONNECTIONS, durationS: DURATION, rounds: ROUNDS, serviceCpu: SERVICE_CPU, loadCpu: LOAD_CPU, UV_THREADPOOL_SIZE: THREADPOOL, HASH_CONCURRENCY, RATE_LIMITS: 'off', LOG_LEVEL: 'info (production default, to /dev/null)', argon2: COST, listingUsers: LIST_USERS },
+  settings: { connections: CONNECTIONS, durationS: DURATION, rounds: ROUNDS, serviceCpu: SERVICE_CPU, loadCpu: LOAD_CPU, UV_THREADPOOL_SIZE: THREADPOOL, malloc: serviceStartEnv(), HASH_CONCURRENCY, RATE_LIMITS: 'off', LOG_LEVEL: 'info (production default, to /dev/null)', argon2: COST, listingUsers: LIST_USERS },
   rounds: [],
   summary: {}
 }

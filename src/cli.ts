@@ -104,7 +104,7 @@ async function createAdmin (config: Config, [username, email, ...extra]: string[
   if (problems) {
     throw new CliError('The account breaks the sign-up rules:\n' + Object.entries(problems).map(([field, message]) => `  ${field}: ${message}`).join('\n'))
   }
-  const passwords = await createPasswordManager({ cost: config.argon2, concurrency: 1 })
+  const passwords = createPasswordManager({ cost: config.argon2, concurrency: 1 })
   const passwordHash = await passwords.hash(password)
   await withUsers(config, async (users) => {
     try {

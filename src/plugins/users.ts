@@ -20,7 +20,7 @@ export interface UsersPluginOptions {
 
 /** The users repository and the password manager, over the app's database. */
 export default fp<UsersPluginOptions>(async function usersPlugin (app, { config, seed, onHashTiming }) {
-  const passwords = await createPasswordManager({ cost: config.argon2, concurrency: config.hashConcurrency, onTiming: onHashTiming })
+  const passwords = createPasswordManager({ cost: config.argon2, concurrency: config.hashConcurrency, onTiming: onHashTiming })
   app.decorate('passwords', passwords)
   app.decorate('usersRepository', createUsersRepository(app.database.db))
   if (seed) await seedDevelopmentAccounts(app.database.db, config.seed, passwords.hash)

@@ -52,6 +52,16 @@ export function argon2Options (cost: Argon2Cost): HashOptions & { type: typeof a
   return { type: argon2.argon2id, ...cost }
 }
 
+/**
+ * A stored-hash string of the configured cost whose salt and digest are random bytes: verifying
+ * any password against it costs one real argon2id run and never matches. Made without hashing,
+ * so start-up neither waits for argon2 nor leaves its 19 MB block in the process.
+ */
+export function dummyHashOf (cost: Argon2Cost): string {
+  const b64 = (bytes: number) => randomBytes(bytes).toString('base64').replace(/=+$/, '')
+  return `$argon2id$v=19$m=${cost.memoryCost},p=${cost.parallelism},t=${cost.timeCost}$${b64(16)}$${b64(32)}`
+}
+
 /** Longest login password ever hashed: anything longer is refused before argon2 runs. */
 export const MAX_LOGIN_PASSWORD = 128
 
@@ -59,7 +69,7 @@ export const MAX_LOGIN_PASSWORD = 128
  * argon2id with the configured cost, bounded by a work limiter. An unknown e-mail is checked
  * against a dummy hash of the same cost, so both failures take the same time.
  */
-export async function createPasswordManager ({ cost, concurrency, onTiming }: PasswordManagerOptions): Promise<PasswordManager> {
+export function createPasswordManager ({ cost, concurrency, onTiming }: PasswordManagerOptions): PasswordManager {
   const options = argon2Options(cost)
   const limit = createWorkQueue({ concurrency, maxQueue: 64, maxWaitMs: 2000 })
   const timed = async <T>(operation: 'hash' | 'verify', work: () => Promise<T>): Promise<T> => {
@@ -71,7 +81,7 @@ export async function createPasswordManager ({ cost, concurrency, onTiming }: Pa
     }
   }
   const hash = (password: string): Promise<string> => limit(() => timed('hash', () => argon2.hash(password, options)))
-  const dummyHash = await argon2.hash(randomBytes(24).toString('base64'), options)
+  const dummyHash = dummyHashOf(cost)
 
   return {
     hash,
