@@ -24,7 +24,7 @@ export interface TokenClaims {
 
 declare module '@fastify/jwt' {
   interface FastifyJWT {
-    payload: Pick<TokenClaims, 'sub' | 'role' | 'uid'>
+    payload: Pick<TokenClaims, 'sub' | 'role' | 'uid' | 'jti'>
     user: TokenClaims
   }
 }

@@ -85,7 +85,8 @@ const authRoutes: FastifyPluginAsyncTypebox = async function (app) {
         request.log.warn({ err: error, userId: user.id }, 'password re-hash failed; login goes on')
       }
     }
-    const token = app.jwt.sign({ sub: user.username, role: user.role, uid: user.id }, { jti: randomUUID() })
+    // jti in the payload, not as a sign option: options make @fastify/jwt build a new signer (and key) per call.
+    const token = app.jwt.sign({ sub: user.username, role: user.role, uid: user.id, jti: randomUUID() })
     return { id: user.id, token, username: user.username, email: user.email }
   })
 
