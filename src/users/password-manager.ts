@@ -80,7 +80,9 @@ export function createPasswordManager ({ cost, concurrency, onTiming }: Password
       onTiming?.(operation, Number(process.hrtime.bigint() - start) / 1e9)
     }
   }
-  const hash = (password: string): Promise<string> => limit(() => timed('hash', () => argon2.hash(password, options)))
+  // The salt made here, synchronously: argon2's own comes from the async randomBytes, one more
+  // trip through the thread pool for 16 bytes.
+  const hash = (password: string): Promise<string> => limit(() => timed('hash', () => argon2.hash(password, { ...options, salt: randomBytes(16) })))
   const dummyHash = dummyHashOf(cost)
 
   return {

@@ -22,6 +22,14 @@ export function createUsersRepository (db: AppDatabase) {
     .where(eq(users.email, sql.placeholder('email'))).prepare('users_by_email')
   const byId = db.select(publicColumns).from(users)
     .where(eq(users.id, sql.placeholder('id'))).prepare('users_by_id')
+  // Sign-up's insert, built once: Drizzle's query building was most of a sign-up's own work.
+  const insert = db.insert(users).values({
+    username: sql.placeholder('username'),
+    usernameKey: sql.placeholder('usernameKey'),
+    email: sql.placeholder('email'),
+    passwordHash: sql.placeholder('passwordHash'),
+    role: sql.placeholder('role')
+  }).returning(publicColumns).prepare('users_insert')
   const conflicts = db.select({ email: users.email, usernameKey: users.usernameKey }).from(users)
     .where(or(eq(users.email, sql.placeholder('email')), eq(users.usernameKey, sql.placeholder('usernameKey'))))
     .prepare('users_conflicts')
@@ -53,7 +61,7 @@ export function createUsersRepository (db: AppDatabase) {
     async create (input: NewUser): Promise<UserRecord> {
       const user = newUserRow(input)
       try {
-        const [row] = await db.insert(users).values(user).returning(publicColumns)
+        const [row] = await insert.execute({ ...user, role: user.role ?? 'ROLE_USER' })
         return row
       } catch (error) {
         const constraint = uniqueViolation(error)
