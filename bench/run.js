@@ -192,16 +192,19 @@ try {
     }
   }
 
-  log('warm-up (discarded): 3 s each of the ceilings, /users/me and the listing')
+  log('warm-up (discarded): 3 s each of the ceilings, /users/me, the listing, login and sign-up')
   const warmUps = {
     ceiling: { ...meSpec, url: `http://127.0.0.1:${ceilingPort}/users/me` },
     dbCeiling: { ...meSpec, url: `${dbCeilingBase}/users/me` },
     me: { ...meSpec, url: `${base}/users/me` },
     meEdDSA: meEdDSASpec,
     dbCeilingListing: { url: `${dbCeilingBase}/admin/users`, headers: { authorization: `Bearer ${adminToken}` } },
-    listing: { url: `${base}/admin/users`, headers: { authorization: `Bearer ${adminToken}` } }
+    listing: { url: `${base}/admin/users`, headers: { authorization: `Bearer ${adminToken}` } },
+    login: { url: `${base}/auth/login`, method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(userLogin) },
+    signup: { url: `${base}/auth/signup`, method: 'POST', headers: { 'content-type': 'application/json' }, signupPrefix: `w${randomBytes(2).toString('hex')}` }
   }
   for (const [name, spec] of Object.entries(warmUps)) if (!only || only.includes(name)) await load({ ...spec, duration: 3 })
+  await sql`delete from users where email like '%@bench.example.com'`
 
   for (let round = 1; round <= ROUNDS; round++) {
     const figures = {}
