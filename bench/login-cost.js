@@ -1,0 +1,63 @@
+// Where a login's CPU goes beyond the hash: the built service on core 0 (npm start's environment,
+// one hash in flight) against the raw argon2 verify rate, in alternating rounds, with the CPU of
+// the service's main thread and of its pool threads per login and the page faults per login
+// (each fault is a page of a freed hash block that glibc gave back and the next hash touches again).
+// Variants are environments laid over the service's; "UNSET" removes a variable, e.g.
+//   node bench/login-cost.js '[{}, {"MALLOC_MMAP_THRESHOLD_":"UNSET","MALLOC_TRIM_THRESHOLD_":"UNSET"}]'
+// Options: BENCH_DURATION (seconds per round, default 10), BENCH_ROUNDS (default 2).
+import { readFileSync, readdirSync } from 'node:fs'
+import argon2 from 'argon2'
+import postgres from 'postgres'
+import { createDatabase, cpuSeconds, rss, runNode, startService } from './lib.js'
+
+const COST = { memoryCost: 19456, timeCost: 2, parallelism: 1 }
+const DURATION = Number(process.env.BENCH_DURATION ?? 10)
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2)
+const THREADPOOL = '4'
+const variants = JSON.parse(process.argv[2] ?? '[{}]')
+
+const statOf = (path) => readFileSync(path, 'utf8').split(') ')[1].split(' ')
+/** CPU ticks (10 ms) of each thread of `pid`, by thread id. */
+const threadTicks = (pid) => new Map(readdirSync(`/proc/${pid}/task`).map((tid) => {
+  const fields = statOf(`/proc/${pid}/task/${tid}/stat`)
+  return [tid, Number(fields[11]) + Number(fields[12])]
+}))
+const minorFaults = (pid) => Number(statOf(`/proc/${pid}/stat`)[7])
+
+const database = await createDatabase('ums_login_cost')
+const sql = postgres(database.url, { max: 1, onnotice: () => {} })
+const services = []
+try {
+  for (const [i, variant] of variants.entries()) {
+    const env = Object.fromEntries(Object.entries(variant).map(([name, value]) => [name, value === 'UNSET' ? undefined : value]))
+    services.push(await startService({ databaseUrl: database.url, port: 27000 + i, cpu: 0, env: { UV_THREADPOOL_SIZE: THREADPOOL, HASH_CONCURRENCY: '1', LOG_LEVEL: 'info', ...env } }))
+  }
+  const login = { email: 'bench-user@example.com', password: 'Bench12345' }
+  const hash = await argon2.hash(login.password, { type: argon2.argon2id, ...COST })
+  await sql`insert into users (username, username_key, email, password_hash) values ('benchuser', 'benchuser', ${login.email}, ${hash})`
+  const loginLoad = (service, duration) => runNode('bench/load.js', [JSON.stringify({ url: `${service.base}/auth/login`, method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(login), duration })], { cpu: '1' })
+  for (const service of services) await loginLoad(service, 3)
+
+  for (let round = 1; round <= ROUNDS; round++) {
+    const raw = await runNode('bench/argon2-rate.js', [JSON.stringify({ mode: 'verify', concurrency: 1, seconds: DURATION, cost: COST })], { cpu: '0', env: { UV_THREADPOOL_SIZE: THREADPOOL } })
+    console.log(`round ${round} raw verify: ${raw.perSecond.toFixed(1)}/s, ${(raw.cpuMicrosPerOperation / 1000).toFixed(2)} ms CPU each`)
+    for (const [i, service] of services.entries()) {
+      const threadsBefore = threadTicks(service.pid)
+      const cpuBefore = cpuSeconds(service.pid)
+      const faultsBefore = minorFaults(service.pid)
+      const result = await loginLoad(service, DURATION)
+      const logins = result.ok + result.non2xx
+      const threadsAfter = threadTicks(service.pid)
+      const perLogin = (ticks) => (ticks * 10 / logins).toFixed(2)
+      const main = threadsAfter.get(String(service.pid)) - threadsBefore.get(String(service.pid))
+      const others = [...threadsAfter].reduce((sum, [tid, ticks]) => sum + (tid === String(service.pid) ? 0 : ticks - (threadsBefore.get(tid) ?? 0)), 0)
+      console.log(`  ${JSON.stringify(variants[i])}: ${result.perSecond.toFixed(1)} logins/s (${(result.perSecond / raw.perSecond * 100).toFixed(1)}% of raw), ` +
+        `${((cpuSeconds(service.pid) - cpuBefore) / logins * 1000).toFixed(2)} ms CPU each (main thread ${perLogin(main)}, other threads ${perLogin(others)}), ` +
+        `${((minorFaults(service.pid) - faultsBefore) / logins).toFixed(0)} page faults each, non-2xx ${result.non2xx}, RSS ${(rss(service.pid) / 1048576).toFixed(1)} MB`)
+    }
+  }
+} finally {
+  for (const service of services) await service.stop()
+  await sql.end()
+  await database.drop()
+}
