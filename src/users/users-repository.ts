@@ -22,7 +22,7 @@ export function createUsersRepository (db: AppDatabase) {
     .where(eq(users.email, sql.placeholder('email'))).prepare('users_by_email')
   const byId = db.select(publicColumns).from(users)
     .where(eq(users.id, sql.placeholder('id'))).prepare('users_by_id')
-  // Sign-up's insert, built once: Drizzle's query building was most of a sign-up's own work.
+  // Sign-up's insert, built once rather than by Drizzle for every sign-up.
   const insert = db.insert(users).values({
     username: sql.placeholder('username'),
     usernameKey: sql.placeholder('usernameKey'),
