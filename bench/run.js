@@ -122,7 +122,7 @@ const results = {
   date: new Date().toISOString(),
   machine: { cpu: cpus()[0]?.model, cores: cpus().length, memoryGB: Math.round(totalmem() / 1024 ** 3), node: process.version, kernel: release() },
   command: 'npm run bench',
-  settings: { connections: CONNECTIONS, durationS: DURATION, rounds: ROUNDS, serviceCpu: SERVICE_CPU, loadCpu: LOAD_CPU, UV_THREADPOOL_SIZE: THREADPOOL, malloc: serviceStartEnv(), HASH_CONCURRENCY, RATE_LIMITS: 'off', LOG_LEVEL: 'info (production default, to /dev/null)', argon2: COST, listingUsers: LIST_USERS },
+  settings: { connections: CONNECTIONS, durationS: DURATION, rounds: ROUNDS, serviceCpu: SERVICE_CPU, loadCpu: LOAD_CPU, UV_THREADPOOL_SIZE: THREADPOOL, malloc: Object.fromEntries(Object.entries(serviceStartEnv()).filter(([name]) => name.startsWith('MALLOC_'))), HASH_CONCURRENCY, RATE_LIMITS: 'off', LOG_LEVEL: 'info (production default, to /dev/null)', argon2: COST, listingUsers: LIST_USERS },
   rounds: [],
   summary: {}
 }

@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm'
 import { check, integer, pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core'
-import { ROLES, type Role } from '../users/user.js'
+import { DEFAULT_ROLE, ROLES, type Role } from '../users/user.js'
 
 export const users = pgTable('users', {
   id: integer().primaryKey().generatedAlwaysAsIdentity(),
@@ -10,7 +10,7 @@ export const users = pgTable('users', {
   usernameKey: text('username_key').notNull().unique('users_username_key_unique'),
   email: text().notNull().unique('users_email_unique'),
   passwordHash: text('password_hash').notNull(),
-  role: text().$type<Role>().notNull().default('ROLE_USER'),
+  role: text().$type<Role>().notNull().default(DEFAULT_ROLE),
   createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow()
 }, (t) => [
   // Sign-up and the CLI lower-case e-mails; the constraint keeps any other writer honest.

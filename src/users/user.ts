@@ -5,6 +5,8 @@
 
 export const ROLES = ['ROLE_USER', 'ROLE_ADMIN'] as const
 export type Role = typeof ROLES[number]
+/** What a sign-up gets (SPEC): the stored column's default and the insert's value alike. */
+export const DEFAULT_ROLE: Role = 'ROLE_USER'
 
 /** E-mails are stored and compared lower-cased (CONTRACT §2, §5). */
 export function normalizeEmail (email: string): string {

@@ -4,14 +4,14 @@ import { users } from '../db/schema.js'
 import { uniqueViolation } from '../db/pg-errors.js'
 import { DuplicateUserError, type UniqueField } from '../domain-errors.js'
 import type { UserRecord } from '../schemas/users.js'
-import { normalizeEmail, normalizeUsername, usernameKey, type Role } from './user.js'
+import { DEFAULT_ROLE, normalizeEmail, normalizeUsername, usernameKey, type Role } from './user.js'
 
 export interface NewUser { username: string, email: string, passwordHash: string, role?: Role }
 
-/** The row a new user is stored as: NFC username, its key, lower-cased e-mail (the seed uses it too). */
+/** The row a new user is stored as: NFC username, its key, lower-cased e-mail, a role (the seed uses it too). */
 export function newUserRow (input: NewUser) {
   const username = normalizeUsername(input.username)
-  return { ...input, username, usernameKey: usernameKey(username), email: normalizeEmail(input.email) }
+  return { ...input, username, usernameKey: usernameKey(username), email: normalizeEmail(input.email), role: input.role ?? DEFAULT_ROLE }
 }
 
 const publicColumns = { id: users.id, username: users.username, email: users.email, role: users.role }
@@ -61,7 +61,7 @@ export function createUsersRepository (db: AppDatabase) {
     async create (input: NewUser): Promise<UserRecord> {
       const user = newUserRow(input)
       try {
-        const [row] = await insert.execute({ ...user, role: user.role ?? 'ROLE_USER' })
+        const [row] = await insert.execute(user)
         return row
       } catch (error) {
         const constraint = uniqueViolation(error)
