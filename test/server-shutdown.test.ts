@@ -92,7 +92,8 @@ t.test('development: SIGINT shuts down the same way', async (t) => {
 
 t.test('production on PostgreSQL: not ready at once, serving through the drain, in-flight requests finish, exit 0', { skip: process.env.TEST_DATABASE_URL ? false : 'TEST_DATABASE_URL is not set: PostgreSQL-only test skipped' }, async (t) => {
   const url = await createPostgresDatabase(t)
-  const drainMs = 1500
+  // Long enough that a busy machine's answers still come within it.
+  const drainMs = 3000
   const server = spawnServer(t, { ...await ports(), APP_PROFILE: 'production', HOST: '127.0.0.1', DATABASE_URL: url, JWT_SECRET: TEST_SECRET, SHUTDOWN_DRAIN_MS: String(drainMs) })
   await waitReady(server)
   const user = { username: 'drainer', email: 'drainer@example.com', password: 'Secreto123' }

@@ -33,7 +33,8 @@ t.test('a query that waits over 1 s for a connection fails with UMS_DB_ACQUIRE_T
   const started = Date.now()
   const error = await database.db.execute(sql`select 1`).then(() => undefined, (e: unknown) => e)
   const waited = Date.now() - started
-  t.ok(waited >= 950 && waited < 1400, `refused after ${waited} ms`)
+  // CONTRACT §7: within a second of its value (the sweep runs every 100 ms; the rest is a busy machine's noise).
+  t.ok(waited >= 950 && waited < 2000, `refused after ${waited} ms`)
   t.equal((error as { cause?: { code?: string } })?.cause?.code, 'UMS_DB_ACQUIRE_TIMEOUT')
   t.ok(databaseUnavailable(error), 'the error handler answers it with 503')
   t.strictSame(database.poolStats(), { max: 1, inFlight: 1, waiting: 0, acquireTimeouts: 1 })

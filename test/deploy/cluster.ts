@@ -62,7 +62,9 @@ export async function startInstances (t: Test, count: number, shared: { server: 
     TRUST_PROXY: shared.trustProxy,
     // As `npm start` sets them.
     UV_THREADPOOL_SIZE: '8',
-    MALLOC_ARENA_MAX: '1'
+    MALLOC_ARENA_MAX: '1',
+    MALLOC_MMAP_THRESHOLD_: '33554432',
+    MALLOC_TRIM_THRESHOLD_: '67108864'
   })
   const instances: Instance[] = Array.from({ length: count }, (_, i) => {
     const host = `127.0.1.${i + 1}`

@@ -134,7 +134,7 @@ t.test('slow clients get 408 within a second of the header (5 s) and request (10
   const { connect } = await listening(t)
   const expected = { statusCode: 408, error: 'Request Timeout', message: 'La petición tardó demasiado en llegar' }
 
-  // Node checks the deadlines every second: an answer comes within a second of each, plus the scheduler's noise.
+  // Node checks the deadlines every half second: an answer comes within 0.5 s of each, plus the scheduler's noise.
   const cases = [
     // Slowloris: the headers never end.
     ['headers', 'GET /users/me HTTP/1.1\r\nHost: localhost\r\n', 'x-slow: a\r\n', 5000, 6250],
