@@ -4,8 +4,13 @@
 // optional JSON body's e-mail, read the row by primary key with postgres.js, JSON.stringify it.
 // GET /admin/users: the same token check and look-up, then `select id, username, email, role
 // from users order by id` and JSON.stringify. No framework, request id, log line or metrics.
-// postgres.js with its defaults (10 connections, pipelining on, prepared statements).
-// Env: DATABASE_URL, JWT_SECRET, JWT_ISSUER, JWT_AUDIENCE (as the service), PORT;
+// postgres.js with its defaults (10 connections, prepared statements) but no pipelining: under
+// sustained load its pool's queue of busy connections never empties, and each pipelined query
+// scans it with indexOf (src/queue.js keeps every shifted slot until the queue is empty), so a
+// pipelining ceiling lost about 2 µs of CPU an answer for every second it ran (59 to 138 µs
+// over 40 s, BENCHMARKS.md). Without it the ceiling holds its first-second speed.
+// Env: DATABASE_URL, JWT_SECRET, JWT_ISSUER, JWT_AUDIENCE (as the service), PORT; CEILING_POOL_MAX and
+// CEILING_MAX_PIPELINE (postgres.js's max and max_pipeline: 10 and 0);
 // LISTING_DESIGN=<name> serves the listing with a design of bench/listing-designs.js instead.
 // Usage: DATABASE_URL=… JWT_SECRET=… PORT=18091 node bench/db-ceiling.js
 import http from 'node:http'
@@ -13,7 +18,7 @@ import { createVerifier } from 'fast-jwt'
 import postgres from 'postgres'
 
 const env = process.env
-const sql = postgres(env.DATABASE_URL, { max: Number(env.CEILING_POOL_MAX ?? 10), onnotice: () => {} })
+const sql = postgres(env.DATABASE_URL, { max: Number(env.CEILING_POOL_MAX ?? 10), max_pipeline: Number(env.CEILING_MAX_PIPELINE ?? 0), onnotice: () => {} })
 const verify = createVerifier({
   key: env.JWT_SECRET,
   algorithms: ['HS256'],
