@@ -1,4 +1,5 @@
-// Shared by the bench scripts: a throw-away PostgreSQL database and the built service on it.
+// Shared by the bench scripts: a throw-away PostgreSQL database and the built service on it
+// (started as `npm start` starts it, which the load-balancer test reads from here too).
 import { spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { readFileSync } from 'node:fs'
@@ -81,9 +82,12 @@ export async function runNode (script, args, { cpu, env = {} } = {}) {
   return JSON.parse(out.trim().split('\n').at(-1))
 }
 
-/** User + system CPU seconds of a process so far (clock ticks of 10 ms). */
+/** The fields of a /proc stat file after the command name: [7] minor faults, [11] user and [12] system ticks of 10 ms. */
+export const procStat = (path) => readFileSync(path, 'utf8').split(') ')[1].split(' ')
+
+/** User + system CPU seconds of a process so far. */
 export function cpuSeconds (pid) {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')
+  const fields = procStat(`/proc/${pid}/stat`)
   return (Number(fields[11]) + Number(fields[12])) / 100
 }
 

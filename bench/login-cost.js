@@ -5,10 +5,10 @@
 // Variants are environments laid over the service's; "UNSET" removes a variable, e.g.
 //   node bench/login-cost.js '[{}, {"MALLOC_MMAP_THRESHOLD_":"UNSET","MALLOC_TRIM_THRESHOLD_":"UNSET"}]'
 // Options: BENCH_DURATION (seconds per round, default 10), BENCH_ROUNDS (default 2).
-import { readFileSync, readdirSync } from 'node:fs'
+import { readdirSync } from 'node:fs'
 import argon2 from 'argon2'
 import postgres from 'postgres'
-import { createDatabase, cpuSeconds, rss, runNode, startService } from './lib.js'
+import { createDatabase, cpuSeconds, procStat, rss, runNode, startService } from './lib.js'
 
 const COST = { memoryCost: 19456, timeCost: 2, parallelism: 1 }
 const DURATION = Number(process.env.BENCH_DURATION ?? 10)
@@ -16,13 +16,12 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2)
 const THREADPOOL = '4'
 const variants = JSON.parse(process.argv[2] ?? '[{}]')
 
-const statOf = (path) => readFileSync(path, 'utf8').split(') ')[1].split(' ')
 /** CPU ticks (10 ms) of each thread of `pid`, by thread id. */
 const threadTicks = (pid) => new Map(readdirSync(`/proc/${pid}/task`).map((tid) => {
-  const fields = statOf(`/proc/${pid}/task/${tid}/stat`)
+  const fields = procStat(`/proc/${pid}/task/${tid}/stat`)
   return [tid, Number(fields[11]) + Number(fields[12])]
 }))
-const minorFaults = (pid) => Number(statOf(`/proc/${pid}/stat`)[7])
+const minorFaults = (pid) => Number(procStat(`/proc/${pid}/stat`)[7])
 
 const database = await createDatabase('ums_login_cost')
 const sql = postgres(database.url, { max: 1, onnotice: () => {} })

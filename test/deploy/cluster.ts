@@ -2,6 +2,7 @@ import { connect } from 'node:net'
 import type { Test } from 'tap'
 import { TEST_SECRET, freePort } from '../server-process.js'
 import { findProgram, get, spawnLogged, until, type Process } from './processes.js'
+import { serviceNodeArgs, serviceStartEnv } from '../../bench/lib.js'
 
 /** A redis-server of the test's own, without persistence, that can be stopped and started again. */
 export async function startRedis (t: Test) {
@@ -60,15 +61,12 @@ export async function startInstances (t: Test, count: number, shared: { server: 
     JWT_SECRET: TEST_SECRET,
     REDIS_URL: shared.redisUrl,
     TRUST_PROXY: shared.trustProxy,
-    // As `npm start` sets them.
-    UV_THREADPOOL_SIZE: '8',
-    MALLOC_ARENA_MAX: '1',
-    MALLOC_MMAP_THRESHOLD_: '33554432',
-    MALLOC_TRIM_THRESHOLD_: '67108864'
+    // What `npm start` sets (thread pool, malloc), read from package.json as the bench reads it.
+    ...serviceStartEnv()
   })
   const instances: Instance[] = Array.from({ length: count }, (_, i) => {
     const host = `127.0.1.${i + 1}`
-    return { name: `app${i + 1}`, host, process: spawnLogged(t, process.execPath, [shared.server], env(host)) }
+    return { name: `app${i + 1}`, host, process: spawnLogged(t, process.execPath, [...serviceNodeArgs(), shared.server], env(host)) }
   })
   const ready = (instance: Instance) => until(`${instance.name} ready`, async () => {
     if (instance.process.child.exitCode !== null) throw new Error(`${instance.name} exited:\n${instance.process.stderr()}`)
@@ -81,7 +79,7 @@ export async function startInstances (t: Test, count: number, shared: { server: 
     instances,
     /** A new process for `instance`, same address, ports and settings. */
     async restart (instance: Instance) {
-      instance.process = spawnLogged(t, process.execPath, [shared.server], env(instance.host))
+      instance.process = spawnLogged(t, process.execPath, [...serviceNodeArgs(), shared.server], env(instance.host))
       await ready(instance)
     }
   }
