@@ -51,7 +51,7 @@ async function withUsers<T> (config: Config, work: (users: UsersRepository) => P
     throw new CliError(`Cannot reach the database: ${(error as Error).message}`)
   }
   try {
-    return await work(createUsersRepository(database.db))
+    return await work(createUsersRepository(database))
   } finally {
     await database.close()
   }

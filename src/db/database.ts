@@ -1,4 +1,5 @@
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core'
+import type { UserRecord } from '../schemas/users.js'
 import type * as schema from './schema.js'
 import { DatabaseTimeoutError } from './pg-errors.js'
 
@@ -38,6 +39,8 @@ export interface Database {
    * `role` in PostgreSQL's COPY text format, handed to `onText` in whole lines as they arrive.
    */
   copyUserPage (after: number, size: number, onText: (text: Uint8Array) => void): Promise<void>
+  /** The user's public record (USER_BY_ID_SQL), or undefined when there is none. */
+  userById (id: number): Promise<UserRecord | undefined>
   poolStats (): PoolStats
   close (): Promise<void>
 }

@@ -4,7 +4,8 @@ import { sql } from 'drizzle-orm'
 import type { PGlite } from '@electric-sql/pglite'
 import * as schema from './schema.js'
 import { withTimeout, type Database } from './database.js'
-import { MIGRATION_STATE_SQL, userCopyPageSql } from './queries.js'
+import type { UserRecord } from '../schemas/users.js'
+import { MIGRATION_STATE_SQL, USER_BY_ID_SQL, userCopyPageSql } from './queries.js'
 
 /** A PGlite database and what only PGlite can do: apply migrations in-process, dump its data dir. */
 export interface PgliteDatabase {
@@ -31,6 +32,10 @@ export async function connectPglite (snapshot?: Blob): Promise<PgliteDatabase> {
       // PGlite hands COPY's output over as one Blob.
       const { blob } = await client.query(userCopyPageSql(after, size, '\'/dev/blob\''))
       if (blob) onText(new Uint8Array(await blob.arrayBuffer()))
+    },
+    async userById (id) {
+      const { rows: [row] } = await client.query<UserRecord>(USER_BY_ID_SQL, [id])
+      return row
     },
     // One connection in the process, serialised by PGlite itself.
     poolStats: () => ({ max: 1, inFlight: 0, waiting: 0, acquireTimeouts: 0 }),

@@ -5,7 +5,8 @@ import postgres from 'postgres'
 import * as schema from './schema.js'
 import { AcquireTimeoutError } from './pg-errors.js'
 import { withTimeout, type Database } from './database.js'
-import { MIGRATION_STATE_SQL, userCopyPageSql } from './queries.js'
+import type { UserRecord } from '../schemas/users.js'
+import { MIGRATION_STATE_SQL, USER_BY_ID_SQL, userCopyPageSql } from './queries.js'
 import { createSocketWatch } from './socket-watch.js'
 
 /** PostgreSQL's own bound on a statement (CONTRACT §7). */
@@ -147,6 +148,10 @@ export function connectPostgres (options: PostgresOptions): Database {
       return { applied: row.applied, latest: Number(row.latest) }
     },
     copyUserPage: (after, size, onText) => copyOut(userCopyPageSql(after, size, 'stdout'), onText),
+    async userById (id) {
+      const [row] = await unsafe(USER_BY_ID_SQL, [id], { prepare: true }) as unknown as UserRecord[]
+      return row
+    },
     poolStats: () => {
       let waiting = 0
       for (const query of inFlight.keys()) if (query.state === null) waiting++

@@ -1,9 +1,21 @@
-import { gt } from 'drizzle-orm'
+import { eq, gt, sql } from 'drizzle-orm'
 import { PgDialect, QueryBuilder } from 'drizzle-orm/pg-core'
 import { users } from './schema.js'
 
 const dialect = new PgDialect()
 const queryBuilder = new QueryBuilder()
+
+/** The columns a user is shown with: never the password hash or the username key. */
+export const publicColumns = { id: users.id, username: users.username, email: users.email, role: users.role }
+
+/**
+ * One user's public columns by primary key, `$1` the id: the look-up behind every
+ * authenticated request. Drizzle writes the statement once; the drivers run it as a named
+ * prepared statement (src/db/postgres.ts, pglite.ts) without Drizzle's per-call layers, which
+ * were about a tenth of GET /users/me's CPU (BENCHMARKS.md).
+ */
+export const USER_BY_ID_SQL = dialect.sqlToQuery(queryBuilder.select(publicColumns).from(users)
+  .where(eq(users.id, sql.placeholder('id'))).getSQL()).sql
 
 /**
  * `COPY (one keyset page of the listing) TO target`: users with an id above `after`, at most
@@ -14,7 +26,7 @@ const queryBuilder = new QueryBuilder()
  */
 export function userCopyPageSql (after: number, size: number, target: 'stdout' | '\'/dev/blob\''): string {
   if (!Number.isSafeInteger(after) || !Number.isSafeInteger(size)) throw new TypeError('listing page bounds must be integers')
-  const page = queryBuilder.select({ id: users.id, username: users.username, email: users.email, role: users.role })
+  const page = queryBuilder.select(publicColumns)
     .from(users).where(gt(users.id, after)).orderBy(users.id).limit(size)
   return `copy (${dialect.sqlToQuery(page.getSQL().inlineParams()).sql}) to ${target}`
 }

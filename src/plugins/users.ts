@@ -22,6 +22,6 @@ export interface UsersPluginOptions {
 export default fp<UsersPluginOptions>(async function usersPlugin (app, { config, seed, onHashTiming }) {
   const passwords = createPasswordManager({ cost: config.argon2, concurrency: config.hashConcurrency, onTiming: onHashTiming })
   app.decorate('passwords', passwords)
-  app.decorate('usersRepository', createUsersRepository(app.database.db))
+  app.decorate('usersRepository', createUsersRepository(app.database))
   if (seed) await seedDevelopmentAccounts(app.database.db, config.seed, passwords.hash)
 }, { fastify: '5.x', name: 'users', dependencies: ['db'] })

@@ -1,5 +1,6 @@
 import { eq, or, sql } from 'drizzle-orm'
-import type { AppDatabase } from '../db/database.js'
+import type { Database } from '../db/database.js'
+import { publicColumns } from '../db/queries.js'
 import { users } from '../db/schema.js'
 import { uniqueViolation } from '../db/pg-errors.js'
 import { DuplicateUserError, type UniqueField } from '../domain-errors.js'
@@ -14,14 +15,15 @@ export function newUserRow (input: NewUser) {
   return { ...input, username, usernameKey: usernameKey(username), email: normalizeEmail(input.email), role: input.role ?? DEFAULT_ROLE }
 }
 
-const publicColumns = { id: users.id, username: users.username, email: users.email, role: users.role }
-
-/** Plain async functions over the users table; e-mails and usernames are normalised on the way in, statements prepared once. */
-export function createUsersRepository (db: AppDatabase) {
+/**
+ * Plain async functions over the users table; e-mails and usernames are normalised on the way
+ * in, statements prepared once. The look-up by id, on every authenticated request, is the
+ * database's own (`userById`); everything else goes through Drizzle.
+ */
+export function createUsersRepository (database: Database) {
+  const { db } = database
   const byEmail = db.select({ ...publicColumns, passwordHash: users.passwordHash }).from(users)
     .where(eq(users.email, sql.placeholder('email'))).prepare('users_by_email')
-  const byId = db.select(publicColumns).from(users)
-    .where(eq(users.id, sql.placeholder('id'))).prepare('users_by_id')
   // Sign-up's insert, built once rather than by Drizzle for every sign-up.
   const insert = db.insert(users).values({
     username: sql.placeholder('username'),
@@ -52,10 +54,7 @@ export function createUsersRepository (db: AppDatabase) {
       return row
     },
 
-    async findById (id: number): Promise<UserRecord | undefined> {
-      const [row] = await byId.execute({ id })
-      return row
-    },
+    findById: (id: number): Promise<UserRecord | undefined> => database.userById(id),
 
     /** Inserts the user; the unique constraints decide duplicates, so racing sign-ups stay correct. */
     async create (input: NewUser): Promise<UserRecord> {

@@ -1,0 +1,86 @@
+// Fastify doing the database-bound ceiling's work (bench/db-ceiling.js) for GET /users/me, with
+// the service's per-request extras added part by part, to show what the framework and each
+// part cost (BENCHMARKS.md, "What Fastify and the contract's extras cost"). FLOOR_PARTS, any of:
+//   schema  the body and response schemas (Ajv, fast-json-stringify)
+//   log     the request log line: pino with the service's redaction and ISO time, a child a request
+//   hooks   hooks of the service's shape: a deadline Map, onRequest/preParsing/onSend hooks, headers
+//   uuid    a random request id (randomUUID) for every request
+// The token check is an async onRequest hook, as in the service; the look-up is postgres.js's.
+// Env: DATABASE_URL, JWT_SECRET, JWT_ISSUER, JWT_AUDIENCE, PORT, FLOOR_PARTS.
+// Usage: DATABASE_URL=… JWT_SECRET=… PORT=18092 FLOOR_PARTS=schema,log node bench/fastify-floor.js
+import { randomUUID } from 'node:crypto'
+import Fastify, { LogController } from 'fastify'
+import { createVerifier } from 'fast-jwt'
+import pino from 'pino'
+import postgres from 'postgres'
+
+const env = process.env
+const parts = new Set((env.FLOOR_PARTS ?? '').split(',').filter(Boolean))
+const sql = postgres(env.DATABASE_URL, { max: 10, max_pipeline: 0, onnotice: () => {} })
+const verify = createVerifier({
+  key: env.JWT_SECRET,
+  algorithms: ['HS256'],
+  allowedIss: env.JWT_ISSUER ?? 'user-management',
+  allowedAud: env.JWT_AUDIENCE ?? 'user-management',
+  checkTyp: 'at+jwt',
+  requiredClaims: ['sub', 'role', 'uid', 'iss', 'aud', 'jti', 'iat', 'exp'],
+  cache: 1000
+})
+// src/logger.ts's REDACTED_PATHS and production options, copied: this script runs without a build.
+const redact = ['req.headers.authorization', 'req.headers.cookie', 'headers.authorization', 'headers.cookie', 'password', '*.password', 'body.password', 'req.body.password', 'token', '*.token', 'body.token', 'passwordHash', '*.passwordHash']
+const logger = parts.has('log')
+  ? { level: 'info', redact: { paths: redact, censor: '[redacted]' }, timestamp: () => `,"time":"${new Date().toISOString()}"`, stream: pino.destination({ dest: 1, sync: true, minLength: 4096 }) }
+  : false
+const app = Fastify({ logger, logController: new LogController({ disableRequestLogging: true }), genReqId: parts.has('uuid') ? () => randomUUID() : undefined })
+app.addHttpMethod('GET', { hasBody: true, overrideExisting: true })
+
+if (parts.has('log')) {
+  app.addHook('onResponse', (request, reply, done) => {
+    request.log.info({ method: request.method, route: request.routeOptions.url, statusCode: reply.statusCode, responseTime: Math.round(reply.elapsedTime * 100) / 100 }, 'request completed')
+    done()
+  })
+}
+if (parts.has('hooks')) {
+  const pending = new Map()
+  app.addHook('onRequest', (_request, reply, done) => { pending.set(reply, Date.now()); done() })
+  app.addHook('onSend', (_request, reply, payload, done) => { pending.delete(reply); done(null, payload) })
+  app.addHook('onRequest', (_request, _reply, done) => done())
+  app.addHook('preParsing', (_request, _reply, payload, done) => done(null, payload))
+  app.addHook('onSend', (request, reply, payload, done) => {
+    if (request.raw.complete === false) reply.header('connection', 'close')
+    done(null, payload)
+  })
+  app.addHook('onSend', (request, reply, payload, done) => {
+    reply.header('x-content-type-options', 'nosniff')
+    reply.header('cache-control', 'no-store')
+    reply.header('x-request-id', request.id)
+    done(null, payload)
+  })
+}
+
+app.addHook('onRequest', async (request, reply) => {
+  if (request.url === '/') return
+  const header = request.headers.authorization
+  let claims
+  try {
+    claims = header?.startsWith('Bearer ') ? verify(header.slice(7)) : undefined
+  } catch {}
+  if (claims?.role !== 'ROLE_USER' || !Number.isSafeInteger(claims.uid)) return reply.code(401).send({ message: 'Token inválido' })
+  const [user] = await sql`select id, username, email, role from users where id = ${claims.uid}`
+  if (!user) return reply.code(401).send({ message: 'Token inválido' })
+  request.account = user
+})
+
+const record = { type: 'object', properties: { id: { type: 'integer' }, username: { type: 'string' }, email: { type: 'string' }, role: { type: 'string' } }, required: ['id', 'username', 'email', 'role'], additionalProperties: false }
+const schema = parts.has('schema')
+  ? { body: { type: 'object', properties: { email: { type: 'string' }, password: { type: 'string' } } }, response: { 200: record } }
+  : undefined
+app.get('/users/me', { schema, exposeHeadRoute: false }, async (request, reply) => {
+  const email = request.body?.email
+  if (email !== undefined && email.toLowerCase() !== request.account.email) return reply.code(403).send({ message: 'Acceso denegado' })
+  return request.account
+})
+app.get('/', async () => 'ok')
+
+await app.listen({ port: Number(env.PORT ?? 18092), host: '127.0.0.1' })
+process.on('SIGTERM', () => { app.close().then(() => sql.end({ timeout: 1 })).finally(() => process.exit(0)) })
