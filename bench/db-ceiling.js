@@ -14,20 +14,12 @@
 // LISTING_DESIGN=<name> serves the listing with a design of bench/listing-designs.js instead.
 // Usage: DATABASE_URL=… JWT_SECRET=… PORT=18091 node bench/db-ceiling.js
 import http from 'node:http'
-import { createVerifier } from 'fast-jwt'
 import postgres from 'postgres'
+import { ceilingVerifier } from './lib.js'
 
 const env = process.env
 const sql = postgres(env.DATABASE_URL, { max: Number(env.CEILING_POOL_MAX ?? 10), max_pipeline: Number(env.CEILING_MAX_PIPELINE ?? 0), onnotice: () => {} })
-const verify = createVerifier({
-  key: env.JWT_SECRET,
-  algorithms: ['HS256'],
-  allowedIss: env.JWT_ISSUER ?? 'user-management',
-  allowedAud: env.JWT_AUDIENCE ?? 'user-management',
-  checkTyp: 'at+jwt',
-  requiredClaims: ['sub', 'role', 'uid', 'iss', 'aud', 'jti', 'iat', 'exp'],
-  cache: 1000
-})
+const verify = ceilingVerifier(env)
 const design = env.LISTING_DESIGN
 const listUsers = design
   ? (await import('./listing-designs.js')).designs[design](sql)

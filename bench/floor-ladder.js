@@ -8,7 +8,7 @@
 // (each folder with dist, package.json and node_modules, as bench/me-ab.js wants); "env" adds variables.
 // Usage: npm run build && node bench/floor-ladder.js [rounds = 10] [seconds = 3] ['["", "schema", "schema,log", "schema,log,hooks,uuid"]']
 import { randomBytes } from 'node:crypto'
-import { cpuSeconds, createDatabase, median, postJson, runNode, serviceNodeArgs, startDbCeiling, startProcess, startService } from './lib.js'
+import { createDatabase, median, meLoader, serviceNodeArgs, startDbCeiling, startProcess, startService } from './lib.js'
 
 const [rounds = '10', seconds = '3', floors = '["", "schema", "schema,log", "schema,log,hooks,uuid"]'] = process.argv.slice(2)
 const services = JSON.parse(process.env.LADDER_SERVICES ?? '[{"name":"service","dir":"."}]')
@@ -26,19 +26,7 @@ try {
     servers[`fastify floor [${parts}]`] = { base, ...await startProcess(['taskset', '-c', '0', 'node', ...serviceNodeArgs(), 'bench/fastify-floor.js'], env, `${base}/`) }
   }
 
-  const user = { username: 'ladderuser', email: 'ladder-user@example.com', password: 'Bench12345' }
-  const first = servers[services[0].name].base
-  await postJson(first, '/auth/signup', user)
-  const { body: { token } } = await postJson(first, '/auth/login', { email: user.email, password: user.password })
-  const load = async ({ pid, base }, duration) => {
-    const before = cpuSeconds(pid)
-    const f = await runNode('bench/load.js', [JSON.stringify({
-      connections: 32, duration, url: `${base}/users/me`, method: 'GET',
-      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify({ email: user.email, password: user.password })
-    })], { cpu: '1' })
-    if (f.non2xx > 0 || f.errors > 0) throw new Error(`${base}: ${f.non2xx} non-2xx answers, ${f.errors} errors`)
-    return { rate: f.perSecond, cpu: ((cpuSeconds(pid) - before) / f.ok) * 1e6 }
-  }
+  const load = await meLoader(servers[services[0].name].base, { username: 'ladderuser', email: 'ladder-user@example.com', password: 'Bench12345' })
   const names = Object.keys(servers)
   for (const name of names) await load(servers[name], 3)
   const figures = Object.fromEntries(names.map((name) => [name, []]))

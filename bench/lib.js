@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs'
 import { once } from 'node:events'
 import { performance } from 'node:perf_hooks'
 import { fileURLToPath } from 'node:url'
+import { createVerifier } from 'fast-jwt'
 import postgres from 'postgres'
 
 export const ADMIN_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
@@ -142,4 +143,36 @@ export async function startDbCeiling ({ databaseUrl, secret, port, cpu, design, 
   const command = cpu === undefined ? script : ['taskset', '-c', String(cpu), ...script]
   const base = `http://127.0.0.1:${port}`
   return { base, ...await startProcess(command, { DATABASE_URL: databaseUrl, JWT_SECRET: secret, PORT: String(port), ...(design ? { LISTING_DESIGN: design } : {}), ...env }, `${base}/`) }
+}
+
+/** The service's token checks (alg, iss, aud, typ, required claims) as a fast-jwt verifier with its cache: the ceilings' and the Fastify floor's. */
+export function ceilingVerifier (env) {
+  return createVerifier({
+    key: env.JWT_SECRET,
+    algorithms: ['HS256'],
+    allowedIss: env.JWT_ISSUER ?? 'user-management',
+    allowedAud: env.JWT_AUDIENCE ?? 'user-management',
+    checkTyp: 'at+jwt',
+    requiredClaims: ['sub', 'role', 'uid', 'iss', 'aud', 'jti', 'iat', 'exp'],
+    cache: 1000
+  })
+}
+
+/**
+ * Signs `user` up on `base` and logs it in; returns a function that loads a server's GET /users/me
+ * with SPEC's own-info request for `duration` seconds from core 1 (32 connections) and gives its
+ * rate, CPU per answer (µs) and p99. Throws on any answer but 200.
+ */
+export async function meLoader (base, user) {
+  await postJson(base, '/auth/signup', user)
+  const { body: { token } } = await postJson(base, '/auth/login', { email: user.email, password: user.password })
+  return async ({ pid, base }, duration) => {
+    const before = cpuSeconds(pid)
+    const f = await runNode('bench/load.js', [JSON.stringify({
+      connections: 32, duration, url: `${base}/users/me`, method: 'GET',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify({ email: user.email, password: user.password })
+    })], { cpu: '1' })
+    if (f.non2xx > 0 || f.errors > 0) throw new Error(`${base}: ${f.non2xx} non-2xx answers, ${f.errors} errors`)
+    return { rate: f.perSecond, cpu: ((cpuSeconds(pid) - before) / f.ok) * 1e6, p99: f.latency.p99 }
+  }
 }

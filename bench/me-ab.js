@@ -8,7 +8,7 @@
 // Usage: node bench/me-ab.js <folder A> <folder B> [rounds = 6] [seconds = 5]
 // Node's options for either: AB_ARGS_A, AB_ARGS_B (default: npm start's, as bench/run.js).
 import { randomBytes } from 'node:crypto'
-import { createDatabase, cpuSeconds, postJson, runNode, serviceNodeArgs, startService } from './lib.js'
+import { createDatabase, meLoader, serviceNodeArgs, startService } from './lib.js'
 
 const [dirA, dirB, rounds = '6', seconds = '5'] = process.argv.slice(2)
 if (!dirA || !dirB) throw new Error('usage: node bench/me-ab.js <folder A> <folder B> [rounds] [seconds]')
@@ -18,18 +18,7 @@ const env = { LOG_LEVEL: 'info', UV_THREADPOOL_SIZE: '4', JWT_SECRET: randomByte
 const start = (dir, args, port) => startService({ databaseUrl: database.url, port, env, cpu: 0, dir, nodeArgs: args?.split(' ').filter(Boolean) ?? serviceNodeArgs() })
 const services = { A: await start(dirA, process.env.AB_ARGS_A, 18700), B: await start(dirB, process.env.AB_ARGS_B, 18701) }
 try {
-  const user = { username: 'abuser', email: 'ab-user@example.com', password: 'Bench12345' }
-  await postJson(services.A.base, '/auth/signup', user)
-  const { body: { token } } = await postJson(services.A.base, '/auth/login', { email: user.email, password: user.password })
-  const load = async ({ pid, base }, duration) => {
-    const before = cpuSeconds(pid)
-    const f = await runNode('bench/load.js', [JSON.stringify({
-      connections: 32, duration, url: `${base}/users/me`, method: 'GET',
-      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify({ email: user.email, password: user.password })
-    })], { cpu: '1' })
-    if (f.non2xx > 0 || f.errors > 0) throw new Error(`${base}: ${f.non2xx} non-2xx answers, ${f.errors} errors`)
-    return { rate: f.perSecond, cpu: ((cpuSeconds(pid) - before) / f.ok) * 1e6, p99: f.latency.p99 }
-  }
+  const load = await meLoader(services.A.base, { username: 'abuser', email: 'ab-user@example.com', password: 'Bench12345' })
   await load(services.A, 3)
   await load(services.B, 3)
   const figures = { A: [], B: [] }
