@@ -45,6 +45,28 @@ t.test('a query that waits over 1 s for a connection fails with UMS_DB_ACQUIRE_T
   t.strictSame(database.poolStats(), { max: 1, inFlight: 0, waiting: 0, acquireTimeouts: 1 })
 })
 
+t.test('the look-up by id waits for a connection no longer than any other query', { skip }, async (t) => {
+  const url = await createPostgresDatabase(t)
+  await migratePostgresDatabase(url)
+  const database = connectPostgres({ url, poolMax: 1 })
+  t.teardown(() => database.close())
+  await database.db.execute(sql`select 0`)
+  const slow = Promise.resolve(database.db.execute(sql`select pg_sleep(1.6)`))
+  await new Promise((resolve) => setTimeout(resolve, 50))
+
+  const started = Date.now()
+  const error = await database.userById(1).then(() => undefined, (e: unknown) => e)
+  const waited = Date.now() - started
+  t.ok(waited >= 950 && waited < 2000, `refused after ${waited} ms`)
+  t.equal((error as { code?: string })?.code, 'UMS_DB_ACQUIRE_TIMEOUT')
+  t.ok(databaseUnavailable(error), 'the error handler answers it with 503')
+  t.strictSame(database.poolStats(), { max: 1, inFlight: 1, waiting: 0, acquireTimeouts: 1 })
+
+  await slow
+  t.equal(await database.userById(1), undefined, 'the connection serves the next look-up')
+  t.strictSame(database.poolStats(), { max: 1, inFlight: 0, waiting: 0, acquireTimeouts: 1 })
+})
+
 t.test('a request that cannot get a connection answers 503 Servicio no disponible with Retry-After', { skip }, async (t) => {
   const url = await createPostgresDatabase(t)
   await migratePostgresDatabase(url)
