@@ -2,7 +2,7 @@
 // the service's per-request extras added part by part, to show what the framework and each
 // part cost (BENCHMARKS.md, "What Fastify and the contract's extras cost"). FLOOR_PARTS, any of:
 //   schema  the body and response schemas (Ajv, fast-json-stringify)
-//   log     the request log line: pino with the service's redaction (from the build) and ISO time, a child a request
+//   log     the service's request log line and production logger options (src/logger.ts, from the build)
 //   hooks   hooks of the service's shape: a deadline Map, onRequest/preParsing/onSend hooks, headers
 //   uuid    a random request id (randomUUID) for every request
 // The token check is an async onRequest hook, as in the service; the look-up is postgres.js's.
@@ -10,27 +10,19 @@
 // Usage: DATABASE_URL=… JWT_SECRET=… PORT=18092 FLOOR_PARTS=schema,log node bench/fastify-floor.js
 import { randomUUID } from 'node:crypto'
 import Fastify, { LogController } from 'fastify'
-import pino from 'pino'
 import postgres from 'postgres'
-import { REDACTED_PATHS } from '../dist/logger.js'
+import { loggerOptions, logRequest } from '../dist/logger.js'
 import { ceilingVerifier } from './lib.js'
 
 const env = process.env
 const parts = new Set((env.FLOOR_PARTS ?? '').split(',').filter(Boolean))
 const sql = postgres(env.DATABASE_URL, { max: 10, max_pipeline: 0, onnotice: () => {} })
 const verify = ceilingVerifier(env)
-const logger = parts.has('log')
-  ? { level: 'info', redact: { paths: REDACTED_PATHS, censor: '[redacted]' }, timestamp: () => `,"time":"${new Date().toISOString()}"`, stream: pino.destination({ dest: 1, sync: true, minLength: 4096 }) }
-  : false
+const logger = parts.has('log') ? loggerOptions({ profile: 'production', logLevel: 'info' }) : false
 const app = Fastify({ logger, logController: new LogController({ disableRequestLogging: true }), genReqId: parts.has('uuid') ? () => randomUUID() : undefined })
 app.addHttpMethod('GET', { hasBody: true, overrideExisting: true })
 
-if (parts.has('log')) {
-  app.addHook('onResponse', (request, reply, done) => {
-    request.log.info({ method: request.method, route: request.routeOptions.url, statusCode: reply.statusCode, responseTime: Math.round(reply.elapsedTime * 100) / 100 }, 'request completed')
-    done()
-  })
-}
+if (parts.has('log')) app.addHook('onResponse', logRequest)
 if (parts.has('hooks')) {
   const pending = new Map()
   app.addHook('onRequest', (_request, reply, done) => { pending.set(reply, Date.now()); done() })

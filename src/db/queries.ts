@@ -10,9 +10,9 @@ export const publicColumns = { id: users.id, username: users.username, email: us
 
 /**
  * One user's public columns by primary key, `$1` the id: the look-up behind every
- * authenticated request. Drizzle writes the statement once; the drivers run it as a named
- * prepared statement (src/db/postgres.ts, pglite.ts) without Drizzle's per-call layers, which
- * were about a tenth of GET /users/me's CPU (BENCHMARKS.md).
+ * authenticated request. Drizzle writes the statement once; the drivers run it with the id as a
+ * bind parameter (postgres.js prepares it once a connection) without Drizzle's per-call layers,
+ * which cost 5–25% of GET /users/me's CPU in side-by-side runs (BENCHMARKS.md).
  */
 export const USER_BY_ID_SQL = dialect.sqlToQuery(queryBuilder.select(publicColumns).from(users)
   .where(eq(users.id, sql.placeholder('id'))).getSQL()).sql

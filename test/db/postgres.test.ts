@@ -1,4 +1,4 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { sql } from 'drizzle-orm'
 import { buildApp } from '../../src/app.js'
 import { connectPostgres } from '../../src/db/postgres.js'
@@ -11,6 +11,20 @@ const skip = process.env.TEST_DATABASE_URL ? false : 'TEST_DATABASE_URL is not s
 
 const rowsOf = (result: unknown) => result as Record<string, string>[]
 
+/** A migrated database behind a pool of one connection, busy with `pg_sleep(1.6)` (`slow`) for a while. */
+async function busyPool (t: Test) {
+  const url = await createPostgresDatabase(t)
+  await migratePostgresDatabase(url)
+  const database = connectPostgres({ url, poolMax: 1 })
+  t.teardown(() => database.close())
+  // The one connection is opened first, so the slow query is on it at once.
+  await database.db.execute(sql`select 0`)
+  // Drizzle queries are lazy: resolving one sends it.
+  const slow = Promise.resolve(database.db.execute(sql`select pg_sleep(1.6)`))
+  await new Promise((resolve) => setTimeout(resolve, 50))
+  return { database, slow }
+}
+
 t.test('every PostgreSQL session gets the timeouts of CONTRACT §7', { skip }, async (t) => {
   const url = await createPostgresDatabase(t)
   const database = connectPostgres({ url, poolMax: 2 })
@@ -20,14 +34,7 @@ t.test('every PostgreSQL session gets the timeouts of CONTRACT §7', { skip }, a
 })
 
 t.test('a query that waits over 1 s for a connection fails with UMS_DB_ACQUIRE_TIMEOUT, and the pool goes on', { skip }, async (t) => {
-  const url = await createPostgresDatabase(t)
-  const database = connectPostgres({ url, poolMax: 1 })
-  t.teardown(() => database.close())
-  // The one connection is opened first, so the slow query is on it at once.
-  await database.db.execute(sql`select 0`)
-  // Drizzle queries are lazy: resolving one sends it.
-  const slow = Promise.resolve(database.db.execute(sql`select pg_sleep(1.6)`))
-  await new Promise((resolve) => setTimeout(resolve, 50))
+  const { database, slow } = await busyPool(t)
   t.strictSame(database.poolStats(), { max: 1, inFlight: 1, waiting: 0, acquireTimeouts: 0 })
 
   const started = Date.now()
@@ -46,14 +53,7 @@ t.test('a query that waits over 1 s for a connection fails with UMS_DB_ACQUIRE_T
 })
 
 t.test('the look-up by id waits for a connection no longer than any other query', { skip }, async (t) => {
-  const url = await createPostgresDatabase(t)
-  await migratePostgresDatabase(url)
-  const database = connectPostgres({ url, poolMax: 1 })
-  t.teardown(() => database.close())
-  await database.db.execute(sql`select 0`)
-  const slow = Promise.resolve(database.db.execute(sql`select pg_sleep(1.6)`))
-  await new Promise((resolve) => setTimeout(resolve, 50))
-
+  const { database, slow } = await busyPool(t)
   const started = Date.now()
   const error = await database.userById(1).then(() => undefined, (e: unknown) => e)
   const waited = Date.now() - started
