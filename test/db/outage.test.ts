@@ -27,7 +27,8 @@ async function proxiedDatabase (t: Test) {
 }
 
 // Refused and black-holed connections fail within the 1 s connect and acquire timeouts; sockets that
-// go silent (half-open) or stall (pause) within the 6 s answer deadline (src/db/socket-watch.ts).
+// go silent (half-open) within the 6 s answer deadline (src/db/socket-watch.ts). The pause (about 4 s)
+// is shorter than that deadline: what it held answers, 201 or 503, once it ends.
 const SLOWEST_MS = { refuse: 3000, 'black-hole': 3000, 'half-open': 10_000, pause: 10_000 } as const
 for (const mode of ['refuse', 'black-hole', 'half-open', 'pause'] as const) t.test(`PostgreSQL cut (${mode}) under a stream of sign-ups and brought back`, { skip }, async (t) => {
   const { url, proxy, proxied } = await proxiedDatabase(t)
@@ -91,7 +92,10 @@ for (const mode of ['refuse', 'black-hole', 'half-open', 'pause'] as const) t.te
 
   t.strictSame(attempts.filter((a) => ![201, 409, 503].includes(a.status)), [], 'every answer is 201, 409 or 503: never a 500, never a hang')
   t.strictSame(attempts.filter((a) => a.ms > SLOWEST_MS[mode]), [], `every answer came within ${SLOWEST_MS[mode]} ms`)
-  t.ok(statuses[503] > 0, 'the cut was felt')
+  // A pause shorter than the answer deadline may be ridden out: the queries it held answer when it ends.
+  const heldThrough = attempts.some((a) => a.ms >= (restoredAt - cutAt) * 0.75)
+  if (mode === 'pause') t.ok(statuses[503] > 0 || heldThrough, 'the cut was felt: a 503, or an answer held through the pause')
+  else t.ok(statuses[503] > 0, 'the cut was felt')
   t.ok(attempts.some((a) => a.status === 201 && a.startedAt < cutAt), 'sign-ups succeeded before the cut')
   t.ok(recoveredAt !== undefined && recoveredAt - restoredAt < 10_000, `the same app served again ${recoveredAt! - restoredAt} ms after the database came back`)
   t.strictSame(app.database.poolStats(), { max: 10, inFlight: 0, waiting: 0, acquireTimeouts: app.database.poolStats().acquireTimeouts }, 'nothing left in flight or waiting in the pool')
