@@ -11,7 +11,7 @@
 import { randomUUID } from 'node:crypto'
 import Fastify, { LogController } from 'fastify'
 import postgres from 'postgres'
-import { loggerOptions, logRequest } from '../dist/logger.js'
+import { loggerOptions, requestLogHook } from '../dist/logger.js'
 import { ceilingVerifier } from './lib.js'
 
 const env = process.env
@@ -22,7 +22,7 @@ const logger = parts.has('log') ? loggerOptions({ profile: 'production', logLeve
 const app = Fastify({ logger, logController: new LogController({ disableRequestLogging: true }), genReqId: parts.has('uuid') ? () => randomUUID() : undefined })
 app.addHttpMethod('GET', { hasBody: true, overrideExisting: true })
 
-if (parts.has('log')) app.addHook('onResponse', logRequest)
+if (parts.has('log')) app.addHook('onResponse', requestLogHook(app.log))
 if (parts.has('hooks')) {
   const pending = new Map()
   app.addHook('onRequest', (_request, reply, done) => { pending.set(reply, Date.now()); done() })

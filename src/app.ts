@@ -20,7 +20,7 @@ import limitsRedisPlugin from './limits/redis-connection.js'
 import signupLimitPlugin from './limits/signup-limit.js'
 import loginLimitPlugin from './limits/login-limit.js'
 import { clientErrorHandler, rerouteFrameworkError } from './http-refusals.js'
-import { logRequest } from './logger.js'
+import { requestLogHook } from './logger.js'
 import authRoutes from './routes/auth.js'
 import usersRoutes from './routes/users.js'
 import adminRoutes from './routes/admin.js'
@@ -46,7 +46,7 @@ const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/
 export async function buildApp (config: Config, deps: AppDependencies = {}) {
   const app = Fastify({
     logger: deps.logger ?? false,
-    // One line per request instead of Fastify's two, from logRequest below.
+    // One line per request instead of Fastify's two, from requestLogHook below.
     logController: new LogController({ disableRequestLogging: true }),
     // The balancers' addresses or true/false (config.ts refuses hop counts); Fastify's types want a mutable array.
     trustProxy: config.trustProxy as FastifyServerOptions['trustProxy'],
@@ -107,7 +107,7 @@ export async function buildApp (config: Config, deps: AppDependencies = {}) {
   await app.register(signupLimitPlugin, { config })
   await app.register(loginLimitPlugin, { config })
 
-  app.addHook('onResponse', logRequest)
+  app.addHook('onResponse', requestLogHook(app.log))
   app.addHook('onSend', (request, reply, payload, done) => {
     reply.header('x-content-type-options', 'nosniff')
     reply.header('cache-control', 'no-store')
