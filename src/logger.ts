@@ -128,7 +128,7 @@ export function loggerOptions (config: Config): FastifyServerOptions['logger'] {
  * the log; an unmatched request shows its path without the query string. Its fields are fixed
  * and none can hold a secret, so it is written by a child of the app's logger without the
  * redaction every other line goes through: pino runs each field of a line through the redactor
- * of the wildcard paths (`*.password`), which cost as much as the rest of the line (BENCHMARKS.md).
+ * of the wildcard paths (`*.password`), about 40% of the line's CPU (BENCHMARKS.md).
  */
 export function requestLogHook (log: FastifyBaseLogger) {
   const lines = log.child({}, { redact: [] })
