@@ -176,3 +176,32 @@ export async function meLoader (base, user) {
     return { rate: f.perSecond, cpu: ((cpuSeconds(pid) - before) / f.ok) * 1e6, p99: f.latency.p99 }
   }
 }
+
+/**
+ * The built app (npm run build) in this process, with the production profile and its logger
+ * writing to /dev/null, over a fresh database holding one user, logged in. Listens on `port`
+ * when one is given; `close` stops it and drops the database.
+ */
+export async function startInProcessApp (prefix, { port } = {}) {
+  const [{ default: argon2 }, { default: pino }, { loadConfig }, { buildApp }, { loggerOptions }] = await Promise.all([
+    import('argon2'), import('pino'), import('../dist/config.js'), import('../dist/app.js'), import('../dist/logger.js')
+  ])
+  const login = { email: 'bench-user@example.com', password: 'Bench12345' }
+  const database = await createDatabase(prefix)
+  const config = loadConfig({ APP_PROFILE: 'production', DATABASE_URL: database.url, JWT_SECRET: randomBytes(36).toString('base64'), RATE_LIMITS: 'off', MANAGEMENT_PORT: 'off' })
+  const app = await buildApp(config, { logger: { ...loggerOptions(config), stream: pino.destination({ dest: '/dev/null', sync: false, minLength: 4096 }) } })
+  const close = async () => { await app.close(); await database.drop() }
+  const sql = postgres(database.url, { max: 1, onnotice: () => {} })
+  try {
+    await (port === undefined ? app.ready() : app.listen({ port, host: '127.0.0.1' }))
+    const hash = await argon2.hash(login.password, { type: argon2.argon2id, ...config.argon2 })
+    await sql`insert into users (username, username_key, email, password_hash) values ('benchuser', 'benchuser', ${login.email}, ${hash})`
+  } catch (error) {
+    await close()
+    throw error
+  } finally {
+    await sql.end()
+  }
+  const { token } = (await app.inject({ method: 'POST', url: '/auth/login', payload: login })).json()
+  return { app, login, token, close }
+}

@@ -8,10 +8,11 @@
 import { openSync } from 'node:fs'
 import { PerformanceObserver } from 'node:perf_hooks'
 import pino from 'pino'
-import { baseLoggerOptions, requestLogHook } from '../dist/logger.js'
+import { loggerOptions, requestLogHook } from '../dist/logger.js'
 
-const root = pino({ ...baseLoggerOptions({ logLevel: 'info' }), timestamp: () => `,"time":"${new Date().toISOString()}"` },
-  pino.destination({ dest: openSync('/dev/null', 'w'), sync: true, minLength: 4096 }))
+// The production options, with the service's kind of destination pointed at /dev/null.
+const { stream: _stdout, ...options } = loggerOptions({ profile: 'production', logLevel: 'info' })
+const root = pino(options, pino.destination({ dest: openSync('/dev/null', 'w'), sync: true, minLength: 4096 }))
 const reqId = 'a3f1c2d4-1111-2222-3333-444455556666'
 const request = (log) => ({ id: reqId, log, method: 'GET', url: '/users/me', routeOptions: { url: '/users/me' } })
 const reply = { statusCode: 200, elapsedTime: 1.234 }

@@ -5,31 +5,14 @@
 // The built app (npm run build), production profile with logs to /dev/null, on a fresh
 // PostgreSQL database; 32 requests at a time, ROUNDS rounds of N after a warm-up.
 // Usage: npm run build && taskset -c 0 node --max-semi-space-size=4 bench/me-cpu.js [N] [ROUNDS]
-import { randomBytes } from 'node:crypto'
-import argon2 from 'argon2'
-import pino from 'pino'
-import postgres from 'postgres'
-import { loadConfig } from '../dist/config.js'
-import { buildApp } from '../dist/app.js'
-import { loggerOptions } from '../dist/logger.js'
-import { createDatabase } from './lib.js'
+import { startInProcessApp } from './lib.js'
 
 const N = Number(process.argv[2] ?? 20_000)
 const ROUNDS = Number(process.argv[3] ?? 3)
 const CONCURRENCY = 32
-const login = { email: 'bench-user@example.com', password: 'Bench12345' }
 
-const database = await createDatabase('ums_mecpu')
-const config = loadConfig({ APP_PROFILE: 'production', DATABASE_URL: database.url, JWT_SECRET: randomBytes(36).toString('base64'), RATE_LIMITS: 'off', MANAGEMENT_PORT: 'off' })
-// The production logger as configured, writing to /dev/null instead of stdout.
-const logger = { ...loggerOptions(config), stream: pino.destination({ dest: '/dev/null', sync: false, minLength: 4096 }) }
-const app = await buildApp(config, { logger })
-const sql = postgres(database.url, { max: 1, onnotice: () => {} })
+const { app, login, token, close } = await startInProcessApp('ums_mecpu')
 try {
-  await app.ready()
-  const hash = await argon2.hash(login.password, { type: argon2.argon2id, ...config.argon2 })
-  await sql`insert into users (username, username_key, email, password_hash) values ('benchuser', 'benchuser', ${login.email}, ${hash})`
-  const token = (await app.inject({ method: 'POST', url: '/auth/login', payload: login })).json().token
   // SPEC's own-info request: a JSON body on a GET.
   const me = () => app.inject({ method: 'GET', url: '/users/me', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, payload: JSON.stringify(login) })
   const first = await me()
@@ -43,7 +26,5 @@ try {
     console.log(`round ${round}: ${((used.user + used.system) / N).toFixed(1)} µs of CPU per request (${N} requests)`)
   }
 } finally {
-  await app.close()
-  await sql.end()
-  await database.drop()
+  await close()
 }

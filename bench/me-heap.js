@@ -4,28 +4,13 @@
 // Allocation hardly moves with the machine's speed, unlike CPU time, so it suits a change to the
 // request path on a noisy machine. V8 charges what an inlined function allocates to its caller.
 // Usage: npm run build && taskset -c 0 node --max-semi-space-size=4 bench/me-heap.js [seconds = 5] [frames = 25]
-import { randomBytes } from 'node:crypto'
 import { Session } from 'node:inspector/promises'
-import argon2 from 'argon2'
-import pino from 'pino'
-import postgres from 'postgres'
-import { loadConfig } from '../dist/config.js'
-import { buildApp } from '../dist/app.js'
-import { loggerOptions } from '../dist/logger.js'
-import { createDatabase, runNode } from './lib.js'
+import { runNode, startInProcessApp } from './lib.js'
 
 const [seconds = '5', frames = '25'] = process.argv.slice(2)
-const login = { email: 'bench-user@example.com', password: 'Bench12345' }
 const port = 18795
-const database = await createDatabase('ums_meheap')
-const config = loadConfig({ APP_PROFILE: 'production', DATABASE_URL: database.url, JWT_SECRET: randomBytes(36).toString('base64'), RATE_LIMITS: 'off', MANAGEMENT_PORT: 'off' })
-const app = await buildApp(config, { logger: { ...loggerOptions(config), stream: pino.destination({ dest: '/dev/null', sync: false, minLength: 4096 }) } })
-const sql = postgres(database.url, { max: 1, onnotice: () => {} })
+const { login, token, close } = await startInProcessApp('ums_meheap', { port })
 try {
-  await app.listen({ port, host: '127.0.0.1' })
-  const hash = await argon2.hash(login.password, { type: argon2.argon2id, ...config.argon2 })
-  await sql`insert into users (username, username_key, email, password_hash) values ('benchuser', 'benchuser', ${login.email}, ${hash})`
-  const token = (await app.inject({ method: 'POST', url: '/auth/login', payload: login })).json().token
   // SPEC's own-info request, as bench/run.js sends it.
   const load = (duration) => runNode('bench/load.js', [JSON.stringify({
     connections: 32, duration, url: `http://127.0.0.1:${port}/users/me`, method: 'GET',
@@ -53,7 +38,5 @@ try {
   console.log(`${figures.ok} answers, ${(total / figures.ok / 1024).toFixed(1)} KB allocated an answer; the frames that allocated most:`)
   for (const [frame, size] of [...bytes].sort((a, b) => b[1] - a[1]).slice(0, Number(frames))) console.log(`${String(Math.round(size / figures.ok)).padStart(7)} B  ${frame}`)
 } finally {
-  await app.close()
-  await sql.end()
-  await database.drop()
+  await close()
 }
