@@ -39,8 +39,8 @@ export interface Database {
    * `role` in PostgreSQL's COPY text format, handed to `onText` in whole lines as they arrive.
    */
   copyUserPage (after: number, size: number, onText: (text: Uint8Array) => void): Promise<void>
-  /** The user's public record (USER_BY_ID_SQL), or undefined when there is none. */
-  userById (id: number): Promise<UserRecord | undefined>
+  /** The public records of the users among `ids` (USERS_BY_IDS_SQL), in no particular order. */
+  usersByIds (ids: readonly number[]): Promise<UserRecord[]>
   poolStats (): PoolStats
   close (): Promise<void>
 }

@@ -5,7 +5,7 @@ import type { PGlite } from '@electric-sql/pglite'
 import * as schema from './schema.js'
 import { withTimeout, type Database } from './database.js'
 import type { UserRecord } from '../schemas/users.js'
-import { MIGRATION_STATE_SQL, USER_BY_ID_SQL, userCopyPageSql } from './queries.js'
+import { MIGRATION_STATE_SQL, USERS_BY_IDS_SQL, userCopyPageSql } from './queries.js'
 
 /** A PGlite database and what only PGlite can do: apply migrations in-process, dump its data dir. */
 export interface PgliteDatabase {
@@ -33,10 +33,7 @@ export async function connectPglite (snapshot?: Blob): Promise<PgliteDatabase> {
       const { blob } = await client.query(userCopyPageSql(after, size, '\'/dev/blob\''))
       if (blob) onText(new Uint8Array(await blob.arrayBuffer()))
     },
-    async userById (id) {
-      const { rows: [row] } = await client.query<UserRecord>(USER_BY_ID_SQL, [id])
-      return row
-    },
+    usersByIds: async (ids) => (await client.query<UserRecord>(USERS_BY_IDS_SQL, [ids])).rows,
     // One connection in the process, serialised by PGlite itself.
     poolStats: () => ({ max: 1, inFlight: 0, waiting: 0, acquireTimeouts: 0 }),
     close: () => client.close()

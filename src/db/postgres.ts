@@ -6,7 +6,7 @@ import * as schema from './schema.js'
 import { AcquireTimeoutError } from './pg-errors.js'
 import { withTimeout, type Database } from './database.js'
 import type { UserRecord } from '../schemas/users.js'
-import { MIGRATION_STATE_SQL, USER_BY_ID_SQL, userCopyPageSql } from './queries.js'
+import { MIGRATION_STATE_SQL, USERS_BY_IDS_SQL, userCopyPageSql } from './queries.js'
 import { createSocketWatch } from './socket-watch.js'
 
 /** PostgreSQL's own bound on a statement (CONTRACT §7). */
@@ -148,10 +148,7 @@ export function connectPostgres (options: PostgresOptions): Database {
       return { applied: row.applied, latest: Number(row.latest) }
     },
     copyUserPage: (after, size, onText) => copyOut(userCopyPageSql(after, size, 'stdout'), onText),
-    async userById (id) {
-      const [row] = await unsafe(USER_BY_ID_SQL, [id], { prepare: true }) as unknown as UserRecord[]
-      return row
-    },
+    usersByIds: async (ids) => await unsafe(USERS_BY_IDS_SQL, [ids as number[]], { prepare: true }) as unknown as UserRecord[],
     poolStats: () => {
       let waiting = 0
       for (const query of inFlight.keys()) if (query.state === null) waiting++

@@ -1,4 +1,4 @@
-import { eq, gt, sql } from 'drizzle-orm'
+import { gt, sql } from 'drizzle-orm'
 import { PgDialect, QueryBuilder } from 'drizzle-orm/pg-core'
 import { users } from './schema.js'
 
@@ -9,13 +9,14 @@ const queryBuilder = new QueryBuilder()
 export const publicColumns = { id: users.id, username: users.username, email: users.email, role: users.role }
 
 /**
- * One user's public columns by primary key, `$1` the id: the look-up behind every
- * authenticated request. Drizzle writes the statement once; the drivers run it with the id as a
- * bind parameter (postgres.js prepares it once a connection) without Drizzle's per-call layers,
- * which cost 5–25% of GET /users/me's CPU in side-by-side runs (BENCHMARKS.md).
+ * The public columns of the users among `$1`, an integer array: the look-up behind every
+ * authenticated request, several requests' ids at once (src/users/users-repository.ts). Drizzle
+ * writes the statement once; the drivers run it with the ids as a bind parameter (postgres.js
+ * prepares it once a connection) without Drizzle's per-call layers, which cost 5–25% of GET
+ * /users/me's CPU in side-by-side runs (BENCHMARKS.md).
  */
-export const USER_BY_ID_SQL = dialect.sqlToQuery(queryBuilder.select(publicColumns).from(users)
-  .where(eq(users.id, sql.placeholder('id'))).getSQL()).sql
+export const USERS_BY_IDS_SQL = dialect.sqlToQuery(queryBuilder.select(publicColumns).from(users)
+  .where(sql`${users.id} = any(${sql.placeholder('ids')}::integer[])`).getSQL()).sql
 
 /**
  * `COPY (one keyset page of the listing) TO target`: users with an id above `after`, at most

@@ -4,7 +4,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Config } from '../config.js'
 import { ForbiddenError, TokenExpiredError, TokenInvalidError, TokenMissingError } from '../domain-errors.js'
 import type { UserRecord } from '../schemas/users.js'
-import { ROLES, type Role } from '../users/user.js'
+import { MAX_USER_ID, ROLES, type Role } from '../users/user.js'
 import { requestSecurityEvent } from '../security-events.js'
 import { jwkSet, jwtOptions, type JwkSet } from '../tokens/jwt-options.js'
 import { createTokenVerifier, isExpiredTokenError } from '../tokens/token-verifier.js'
@@ -49,15 +49,13 @@ declare module 'fastify' {
 const MAX_AUTHORIZATION_BYTES = 4096
 const FUTURE_LEEWAY_S = 30
 const BEARER = /^bearer ([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*)$/i
-// users.id is a PostgreSQL integer: a larger uid would make the look-up fail, not miss.
-const MAX_UID = 2_147_483_647
 
 /** The claims fast-jwt does not type-check, and the 30 s allowed for clock skew on iat and nbf. */
 function validClaims (claims: TokenClaims): boolean {
   const latest = Date.now() / 1000 + FUTURE_LEEWAY_S
   const notInFuture = (value: unknown) => typeof value === 'number' && value <= latest
   return typeof claims.sub === 'string' && claims.sub !== '' && ROLES.includes(claims.role) &&
-    Number.isSafeInteger(claims.uid) && claims.uid >= 1 && claims.uid <= MAX_UID &&
+    Number.isSafeInteger(claims.uid) && claims.uid >= 1 && claims.uid <= MAX_USER_ID &&
     typeof claims.jti === 'string' && claims.jti !== '' &&
     notInFuture(claims.iat) && (claims.nbf === undefined || notInFuture(claims.nbf))
 }

@@ -8,6 +8,9 @@ export type Role = typeof ROLES[number]
 /** What a sign-up gets (SPEC): the stored column's default and the insert's value alike. */
 export const DEFAULT_ROLE: Role = 'ROLE_USER'
 
+/** users.id is a PostgreSQL integer: no user has a larger id, and a look-up by one would fail, not miss. */
+export const MAX_USER_ID = 2_147_483_647
+
 /** E-mails are stored and compared lower-cased (CONTRACT §2, §5). */
 export function normalizeEmail (email: string): string {
   return email.toLowerCase()

@@ -1,3 +1,4 @@
+import DataLoader from 'dataloader'
 import { eq, or, sql } from 'drizzle-orm'
 import type { Database } from '../db/database.js'
 import { publicColumns } from '../db/queries.js'
@@ -5,7 +6,7 @@ import { users } from '../db/schema.js'
 import { uniqueViolation } from '../db/pg-errors.js'
 import { DuplicateUserError, type UniqueField } from '../domain-errors.js'
 import type { UserRecord } from '../schemas/users.js'
-import { DEFAULT_ROLE, normalizeEmail, normalizeUsername, usernameKey, type Role } from './user.js'
+import { DEFAULT_ROLE, MAX_USER_ID, normalizeEmail, normalizeUsername, usernameKey, type Role } from './user.js'
 
 export interface NewUser { username: string, email: string, passwordHash: string, role?: Role }
 
@@ -15,10 +16,34 @@ export function newUserRow (input: NewUser) {
   return { ...input, username, usernameKey: usernameKey(username), email: normalizeEmail(input.email), role: input.role ?? DEFAULT_ROLE }
 }
 
+/** Most ids one look-up statement carries; more wait for the next. */
+const MAX_IDS_PER_LOOKUP = 128
+
+/**
+ * The look-up by id behind every authenticated request. The requests that reach it in one turn
+ * of the event loop share one statement (`usersByIds`) instead of a round trip each: under load
+ * one statement answers several requests, at no cost to freshness, since it runs after each of
+ * them arrived. Nothing is cached: every call reads the row as it is now.
+ * @see https://github.com/graphql/dataloader
+ */
+function batchedLookup (database: Database): (id: number) => Promise<UserRecord | undefined> {
+  const loader = new DataLoader<number, UserRecord | undefined>(async (ids) => {
+    const rows = new Map((await database.usersByIds(ids)).map((row) => [row.id, row]))
+    return ids.map((id) => rows.get(id))
+  }, {
+    cache: false,
+    maxBatchSize: MAX_IDS_PER_LOOKUP,
+    // After the turn's other requests (the poll phase's sockets) have asked too.
+    batchScheduleFn: (send) => setImmediate(send)
+  })
+  // An id no row can have never joins a statement: it would fail the others' look-ups with it.
+  return (id) => Number.isInteger(id) && id >= 1 && id <= MAX_USER_ID ? loader.load(id) : Promise.resolve(undefined)
+}
+
 /**
  * Plain async functions over the users table; e-mails and usernames are normalised on the way
  * in, statements prepared once. The look-up by id, on every authenticated request, is the
- * database's own (`userById`); everything else goes through Drizzle.
+ * database's own (`usersByIds`), batched; everything else goes through Drizzle.
  */
 export function createUsersRepository (database: Database) {
   const { db } = database
@@ -54,7 +79,7 @@ export function createUsersRepository (database: Database) {
       return row
     },
 
-    findById: (id: number): Promise<UserRecord | undefined> => database.userById(id),
+    findById: batchedLookup(database),
 
     /** Inserts the user; the unique constraints decide duplicates, so racing sign-ups stay correct. */
     async create (input: NewUser): Promise<UserRecord> {
