@@ -3,9 +3,10 @@
 // connections, SPEC's own-info request), the order reversed every other round so drift falls on
 // all. Prints each one's requests per second and CPU per answer: the mean, the median and the
 // least of its rounds (on a noisy machine the least is the steadiest figure of what a request
-// costs), and its ratio to the ceiling.
+// costs), its p99 latency (the median and the most of its rounds), and its ratio to the ceiling.
 // LADDER_SERVICES='[{"name":"a","dir":"/path/to/build"},…]' loads other builds instead of ./dist
-// (each folder with dist, package.json and node_modules, as bench/me-ab.js wants); "env" adds variables.
+// (each folder with dist, package.json and node_modules, as bench/me-ab.js wants); "env" adds
+// variables, "nodeArgs" node options after npm start's (a later V8 option wins).
 // Usage: npm run build && node bench/floor-ladder.js [rounds = 10] [seconds = 3] ['["", "schema", "schema,log", "schema,log,hooks,uuid"]']
 import { randomBytes } from 'node:crypto'
 import { createDatabase, median, meLoader, serviceNodeArgs, startDbCeiling, startProcess, startService } from './lib.js'
@@ -18,7 +19,7 @@ const servers = {}
 let port = 18720
 try {
   // As bench/run.js runs the service: the request line logged, 4 threads.
-  for (const { name, dir, env } of services) servers[name] = await startService({ databaseUrl: database.url, port: port++, env: { LOG_LEVEL: 'info', UV_THREADPOOL_SIZE: '4', JWT_SECRET: secret, ...env }, cpu: 0, dir })
+  for (const { name, dir = '.', env, nodeArgs = [] } of services) servers[name] = await startService({ databaseUrl: database.url, port: port++, env: { LOG_LEVEL: 'info', UV_THREADPOOL_SIZE: '4', JWT_SECRET: secret, ...env }, cpu: 0, dir, nodeArgs: [...serviceNodeArgs(), ...nodeArgs] })
   servers['db ceiling'] = await startDbCeiling({ databaseUrl: database.url, secret, port: port++, cpu: 0 })
   for (const parts of JSON.parse(floors)) {
     const base = `http://127.0.0.1:${port}`
@@ -36,9 +37,9 @@ try {
   const mean = (name, field) => figures[name].reduce((sum, f) => sum + f[field], 0) / figures[name].length
   const least = (name) => Math.min(...figures[name].map((f) => f.cpu))
   const ceiling = 'db ceiling'
-  console.log('| server | req/s (mean) | µs CPU an answer: mean / median / least | rate to the db ceiling | least CPU, db ceiling\'s to this |\n|---|---|---|---|---|')
+  console.log('| server | req/s (mean) | µs CPU an answer: mean / median / least | p99 ms: median / most | rate to the db ceiling | least CPU, db ceiling\'s to this |\n|---|---|---|---|---|---|')
   for (const name of names) {
-    console.log(`| ${name} | ${mean(name, 'rate').toFixed(0)} | ${mean(name, 'cpu').toFixed(1)} / ${median(figures[name].map((f) => f.cpu)).toFixed(1)} / ${least(name).toFixed(1)} | ${(mean(name, 'rate') / mean(ceiling, 'rate') * 100).toFixed(1)}% | ${(least(ceiling) / least(name) * 100).toFixed(1)}% |`)
+    console.log(`| ${name} | ${mean(name, 'rate').toFixed(0)} | ${mean(name, 'cpu').toFixed(1)} / ${median(figures[name].map((f) => f.cpu)).toFixed(1)} / ${least(name).toFixed(1)} | ${median(figures[name].map((f) => f.p99))} / ${Math.max(...figures[name].map((f) => f.p99))} | ${(mean(name, 'rate') / mean(ceiling, 'rate') * 100).toFixed(1)}% | ${(least(ceiling) / least(name) * 100).toFixed(1)}% |`)
   }
 } finally {
   for (const server of Object.values(servers)) await server.stop()

@@ -3,8 +3,8 @@
 // from the build) into /dev/null. "redacted" writes the line through that child, as before commit
 // 04445db; "as built" through requestLogHook's logger without redaction. Prints CPU a line and
 // young-generation collections (scavenges) per 200,000 lines, three rounds alternated; run it
-// with the service's `--max-semi-space-size=4` so the collections compare with the service's.
-// Usage: npm run build && node --max-semi-space-size=4 bench/log-line.js
+// with the service's `--max-semi-space-size=8` so the collections compare with the service's.
+// Usage: npm run build && node --max-semi-space-size=8 bench/log-line.js
 import { openSync } from 'node:fs'
 import { PerformanceObserver } from 'node:perf_hooks'
 import pino from 'pino'

@@ -4,7 +4,7 @@
 // skips node:http and the socket writes that a real request pays.
 // The built app (npm run build), production profile with logs to /dev/null, on a fresh
 // PostgreSQL database; 32 requests at a time, ROUNDS rounds of N after a warm-up.
-// Usage: npm run build && taskset -c 0 node --max-semi-space-size=4 bench/me-cpu.js [N] [ROUNDS]
+// Usage: npm run build && taskset -c 0 node --max-semi-space-size=8 bench/me-cpu.js [N] [ROUNDS]
 import { startInProcessApp } from './lib.js'
 
 const N = Number(process.argv[2] ?? 20_000)

@@ -3,11 +3,13 @@
 // core 1 while V8's sampling heap profiler counts every allocation, collected ones included.
 // Allocation hardly moves with the machine's speed, unlike CPU time, so it suits a change to the
 // request path on a noisy machine. V8 charges what an inlined function allocates to its caller.
-// Usage: npm run build && taskset -c 0 node --max-semi-space-size=4 bench/me-heap.js [seconds = 5] [frames = 25]
+// With `survivors`, only what outlived the young generation (promoted, then collected by a
+// mark-compact or still live): the objects that make the old generation grow and its collections pause.
+// Usage: npm run build && taskset -c 0 node --max-semi-space-size=8 bench/me-heap.js [seconds = 5] [frames = 25] [all | survivors]
 import { Session } from 'node:inspector/promises'
 import { runNode, startInProcessApp } from './lib.js'
 
-const [seconds = '5', frames = '25'] = process.argv.slice(2)
+const [seconds = '5', frames = '25', which = 'all'] = process.argv.slice(2)
 const port = 18795
 const { login, token, close } = await startInProcessApp('ums_meheap', { port })
 try {
@@ -19,7 +21,7 @@ try {
   await load(3)
   const session = new Session()
   session.connect()
-  await session.post('HeapProfiler.startSampling', { samplingInterval: 512, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true })
+  await session.post('HeapProfiler.startSampling', { samplingInterval: 512, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: which !== 'survivors' })
   const figures = await load(Number(seconds))
   const { profile } = await session.post('HeapProfiler.stopSampling')
   if (figures.non2xx > 0 || figures.errors > 0) throw new Error(`${figures.non2xx} non-2xx answers, ${figures.errors} errors`)
@@ -35,7 +37,7 @@ try {
   }
   walk(profile.head)
   // Answers to requests still in flight when the load stopped are not counted: a small overcount.
-  console.log(`${figures.ok} answers, ${(total / figures.ok / 1024).toFixed(1)} KB allocated an answer; the frames that allocated most:`)
+  console.log(`${figures.ok} answers, ${(total / figures.ok / 1024).toFixed(1)} KB ${which === 'survivors' ? 'outlived the young generation' : 'allocated'} an answer; the frames that allocated most:`)
   for (const [frame, size] of [...bytes].sort((a, b) => b[1] - a[1]).slice(0, Number(frames))) console.log(`${String(Math.round(size / figures.ok)).padStart(7)} B  ${frame}`)
 } finally {
   await close()
