@@ -2,43 +2,50 @@ import fp from 'fastify-plugin'
 import type { FastifyReply } from 'fastify'
 import { httpError } from '../error-bodies.js'
 import { messages } from '../messages.js'
+import { createArrivalQueue } from '../arrival-queue.js'
 
 /** CONTRACT §7: no request waits longer than this for its answer to start. */
 export const RESPONSE_DEADLINE_MS = 10_000
 // Checked this often, so an answer starts before the deadline, not just after it.
 const TICK_MS = 250
 
+declare module 'fastify' {
+  interface FastifyReply {
+    /** The request's number in the response deadline's queue. */
+    deadlineSeq: number
+  }
+}
+
 /**
  * The backstop behind every other timeout: a request whose answer has not started
  * RESPONSE_DEADLINE_MS after it arrived gets 503 `Servicio no disponible` (a listing already
- * streaming has started, and may take longer). Requests wait in a Map in arrival order, checked
- * from the oldest on a timer; each leaves it when its answer starts, so a finished request is
- * not held (with its socket and buffers) until the next tick: held, it outlived the young
+ * streaming has started, and may take longer). Requests wait in an arrival queue, checked from
+ * the oldest on a timer; each leaves it when its answer starts, so a finished request is not
+ * held (with its socket and buffers) until the next tick: held, it outlived the young
  * generation and made every request's garbage an old-generation collection's work.
  */
 export default fp<{ deadlineMs?: number }>(async function responseDeadlinePlugin (app, { deadlineMs = RESPONSE_DEADLINE_MS }) {
-  const pending = new Map<FastifyReply, number>()
+  const pending = createArrivalQueue<FastifyReply>()
   const timer = setInterval(() => {
-    const overdue = Date.now() - (deadlineMs - TICK_MS)
-    for (const [reply, arrivedAt] of pending) {
-      if (reply.sent || reply.raw.headersSent || reply.raw.destroyed) { pending.delete(reply); continue }
-      if (arrivedAt > overdue) break
+    pending.sweep(Date.now() - (deadlineMs - TICK_MS), (reply) => {
+      if (reply.sent || reply.raw.headersSent || reply.raw.destroyed) return 'drop'
       // A body still arriving is the client's delay: Node's request timeout answers it with 408.
-      if (reply.request.raw.complete === false) continue
-      pending.delete(reply)
+      if (reply.request.raw.complete === false) return 'keep'
       reply.header('retry-after', '1').code(503).send(httpError(503, messages.unavailable))
-    }
+      return 'drop'
+    })
   }, TICK_MS)
   timer.unref()
   app.addHook('onClose', async () => clearInterval(timer))
+  app.decorateReply('deadlineSeq', -1)
   // Callback hooks on every request's path: no promise to make and settle.
   app.addHook('onRequest', (_request, reply, done) => {
-    pending.set(reply, Date.now())
+    reply.deadlineSeq = pending.add(reply, Date.now())
     done()
   })
   // Every answer passes here; one that never does (its client left) is dropped by the timer.
   app.addHook('onSend', (_request, reply, payload, done) => {
-    pending.delete(reply)
+    pending.remove(reply.deadlineSeq)
     done(null, payload)
   })
 }, { fastify: '5.x', name: 'response-deadline' })
