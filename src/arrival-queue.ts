@@ -7,9 +7,10 @@ export type SweepVerdict = 'drop' | 'keep'
  * its item leaves, growing when full.
  *
  * Not a Map: under a set and a delete per request, V8 rebuilds a Map's table every few dozen
- * entries, and a discarded table that had reached the old generation still points at the
- * entries it held. A young-generation collection counts every old object's pointers as live,
- * dead object or not, so each request's objects outlived it until the next full collection:
+ * entries; once the table is in the old generation each new one is made there too, and the
+ * discarded one still points at the entries it held (OrderedHashTable::Rehash). A
+ * young-generation collection counts every old object's pointers as live, dead object or not,
+ * so each request's objects outlived it until the next full collection:
  * 3.4 KB of every GET /users/me answer promoted to the old generation, whose collections then
  * paused the process for up to 20 ms; 0.15 KB with this queue (BENCHMARKS.md).
  */

@@ -5,6 +5,7 @@ import postgres from 'postgres'
 import * as schema from './schema.js'
 import { AcquireTimeoutError } from './pg-errors.js'
 import { withTimeout, type Database } from './database.js'
+import { createArrivalQueue } from '../arrival-queue.js'
 import type { UserRecord } from '../schemas/users.js'
 import { MIGRATION_STATE_SQL, USERS_BY_IDS_SQL, userCopyPageSql } from './queries.js'
 import { createSocketWatch } from './socket-watch.js'
@@ -79,8 +80,9 @@ export function connectPostgres (options: PostgresOptions): Database {
     }
   }
   const acquireTimeoutMs = options.acquireTimeoutMs ?? 1000
-  // The queries in flight, each with the time it was asked for: a Map keeps them oldest first.
-  const inFlight = new Map<PendingQuery, number>()
+  // The queries in flight, oldest first, each with the time it was asked for (not a Map: see
+  // src/arrival-queue.ts).
+  const inFlight = createArrivalQueue<PendingQuery>()
   let acquireTimeouts = 0
 
   // postgres.js has no acquire timeout: a query waits in its queue for as long as the
@@ -89,22 +91,20 @@ export function connectPostgres (options: PostgresOptions): Database {
   // fails with UMS_DB_ACQUIRE_TIMEOUT (503). Once sent, statement_timeout bounds it on the
   // server. One sweep for all queries rather than a timer each, on the path of every request.
   const acquireSweep = setInterval(() => {
-    const overdue = Date.now() - acquireTimeoutMs
-    for (const [query, askedAt] of inFlight) {
-      if (askedAt > overdue) break
-      if (query.state !== null) continue
-      inFlight.delete(query)
+    inFlight.sweep(Date.now() - acquireTimeoutMs, (query) => {
+      if (query.state !== null) return 'keep'
       acquireTimeouts++
       const reject = query.reject
       query.reject = () => reject(new AcquireTimeoutError(acquireTimeoutMs))
       query.cancel()
-    }
+      return 'drop'
+    })
   }, ACQUIRE_SWEEP_MS)
   acquireSweep.unref()
   const unsafe = (...args: Parameters<typeof client.unsafe>) => {
     const query = client.unsafe(...args) as unknown as PendingQuery
-    inFlight.set(query, Date.now())
-    const settle = () => { inFlight.delete(query) }
+    const seq = inFlight.add(query, Date.now())
+    const settle = () => { inFlight.remove(seq) }
     query.then(settle, settle)
     return query
   }
@@ -150,9 +150,14 @@ export function connectPostgres (options: PostgresOptions): Database {
     copyUserPage: (after, size, onText) => copyOut(userCopyPageSql(after, size, 'stdout'), onText),
     usersByIds: async (ids) => await unsafe(USERS_BY_IDS_SQL, [ids as number[]], { prepare: true }) as unknown as UserRecord[],
     poolStats: () => {
+      let queries = 0
       let waiting = 0
-      for (const query of inFlight.keys()) if (query.state === null) waiting++
-      return { max: options.poolMax, inFlight: inFlight.size, waiting, acquireTimeouts }
+      inFlight.sweep(Infinity, (query) => {
+        queries++
+        if (query.state === null) waiting++
+        return 'keep'
+      })
+      return { max: options.poolMax, inFlight: queries, waiting, acquireTimeouts }
     },
     async close () {
       clearInterval(acquireSweep)
