@@ -1,0 +1,52 @@
+import { generateKeyPairSync } from 'node:crypto'
+import t from 'tap'
+import { createSigner } from 'fast-jwt'
+import { loadConfig } from '../../src/config.js'
+import { createTokenVerifier } from '../../src/tokens/token-verifier.js'
+
+// The verifier keeps the verifier each of its own header segments names: what it keeps must never
+// let a token through that decoding its header afresh would refuse.
+const pkcs8 = (key: { export: Function }) => key.export({ format: 'pem', type: 'pkcs8' }) as string
+const current = pkcs8(generateKeyPairSync('ed25519').privateKey)
+const other = pkcs8(generateKeyPairSync('ed25519').privateKey)
+const { jwt } = loadConfig({ JWT_ALGORITHM: 'EdDSA', JWT_PRIVATE_KEY: current })
+const claims = { sub: 'ana@example.com', role: 'ROLE_USER', uid: 2, jti: 'j1' }
+const sign = (key: string, header: Record<string, unknown>) =>
+  createSigner({ key, algorithm: 'EdDSA', iss: jwt.issuer, aud: jwt.audience, expiresIn: 60_000, header: { alg: 'EdDSA', typ: 'at+jwt', ...header } })(claims)
+const kid = jwt.keys!.current.kid
+const segments = (token: string) => token.split('.')
+const outcome = (verify: (token: string) => unknown, token: string) => {
+  try {
+    const { sub, uid } = verify(token) as { sub: string, uid: number }
+    return { sub, uid }
+  } catch {
+    return 'refused'
+  }
+}
+
+t.test('a header segment already seen never vouches for a token it did not sign', async (t) => {
+  const verify = createTokenVerifier(jwt)
+  const genuine = sign(current, { kid })
+  t.strictSame(outcome(verify, genuine), { sub: 'ana@example.com', uid: 2 })
+  // The same header segment (our kid), signed by another key, or with its payload changed.
+  const forged = sign(other, { kid })
+  t.equal(segments(forged)[0], segments(genuine)[0], 'the forgery shares the genuine header segment')
+  t.equal(outcome(verify, forged), 'refused')
+  const [header, , signature] = segments(genuine)
+  const payload = Buffer.from(JSON.stringify({ ...claims, role: 'ROLE_ADMIN' })).toString('base64url')
+  t.equal(outcome(verify, `${header}.${payload}.${signature}`), 'refused')
+  // Headers that name no key of ours, or carry one, stay refused after the genuine one was kept.
+  t.equal(outcome(verify, sign(other, { kid: 'not-ours' })), 'refused')
+  t.equal(outcome(verify, sign(current, {})), 'refused')
+  t.equal(outcome(verify, sign(current, { kid, jku: 'https://attacker.example/jwks.json' })), 'refused')
+  t.strictSame(outcome(verify, genuine), { sub: 'ana@example.com', uid: 2 })
+})
+
+t.test('past the few header segments it keeps, every token is still checked in full', async (t) => {
+  const verify = createTokenVerifier(jwt)
+  // Twenty headers that name our key in different words: each a segment of its own.
+  const tokens = Array.from({ length: 20 }, (_, i) => sign(current, { kid, n: i }))
+  t.strictSame(tokens.map((token) => outcome(verify, token)), tokens.map(() => ({ sub: 'ana@example.com', uid: 2 })))
+  t.strictSame(tokens.map((token) => outcome(verify, token.slice(0, -4) + 'AAAA')), tokens.map(() => 'refused'))
+  t.equal(outcome(verify, sign(other, { kid, n: 19 })), 'refused')
+})
