@@ -3,7 +3,8 @@
 // part cost (BENCHMARKS.md, "What Fastify and the contract's extras cost"). FLOOR_PARTS, any of:
 //   schema  the body and response schemas (Ajv, fast-json-stringify)
 //   log     the service's request log line and production logger options (src/logger.ts, from the build)
-//   hooks   hooks of the service's shape: a deadline Map, onRequest/preParsing/onSend hooks, headers
+//   hooks   hooks of the service's shape: the deadline's arrival queue (src/arrival-queue.ts, from the
+//           build), onRequest/preParsing/onSend hooks, headers
 //   uuid    a random request id (randomUUID) for every request
 // The token check is an async onRequest hook, as in the service; the look-up is postgres.js's.
 // Env: DATABASE_URL, JWT_SECRET, JWT_ISSUER, JWT_AUDIENCE, PORT, FLOOR_PARTS.
@@ -11,6 +12,7 @@
 import { randomUUID } from 'node:crypto'
 import Fastify, { LogController } from 'fastify'
 import postgres from 'postgres'
+import { createArrivalQueue } from '../dist/arrival-queue.js'
 import { loggerOptions, requestLogHook } from '../dist/logger.js'
 import { ceilingVerifier } from './lib.js'
 
@@ -24,9 +26,10 @@ app.addHttpMethod('GET', { hasBody: true, overrideExisting: true })
 
 if (parts.has('log')) app.addHook('onResponse', requestLogHook(app.log))
 if (parts.has('hooks')) {
-  const pending = new Map()
-  app.addHook('onRequest', (_request, reply, done) => { pending.set(reply, Date.now()); done() })
-  app.addHook('onSend', (_request, reply, payload, done) => { pending.delete(reply); done(null, payload) })
+  const pending = createArrivalQueue()
+  app.decorateReply('deadlineSeq', -1)
+  app.addHook('onRequest', (_request, reply, done) => { reply.deadlineSeq = pending.add(reply, Date.now()); done() })
+  app.addHook('onSend', (_request, reply, payload, done) => { pending.remove(reply.deadlineSeq); done(null, payload) })
   app.addHook('onRequest', (_request, _reply, done) => done())
   app.addHook('preParsing', (_request, _reply, payload, done) => done(null, payload))
   app.addHook('onSend', (request, reply, payload, done) => {

@@ -92,10 +92,11 @@ for (const mode of ['refuse', 'black-hole', 'half-open', 'pause'] as const) t.te
 
   t.strictSame(attempts.filter((a) => ![201, 409, 503].includes(a.status)), [], 'every answer is 201, 409 or 503: never a 500, never a hang')
   t.strictSame(attempts.filter((a) => a.ms > SLOWEST_MS[mode]), [], `every answer came within ${SLOWEST_MS[mode]} ms`)
-  // A pause shorter than the answer deadline may be ridden out: the queries it held answer when it ends.
-  const heldThrough = attempts.some((a) => a.ms >= (restoredAt - cutAt) * 0.75)
-  if (mode === 'pause') t.ok(statuses[503] > 0 || heldThrough, 'the cut was felt: a 503, or an answer held through the pause')
-  else t.ok(statuses[503] > 0, 'the cut was felt')
+  if (mode === 'pause') {
+    // A pause shorter than the answer deadline may be ridden out: the queries it held answer when it ends.
+    const heldThrough = attempts.some((a) => a.ms >= (restoredAt - cutAt) * 0.75)
+    t.ok(statuses[503] > 0 || heldThrough, 'the cut was felt: a 503, or an answer held through the pause')
+  } else t.ok(statuses[503] > 0, 'the cut was felt')
   t.ok(attempts.some((a) => a.status === 201 && a.startedAt < cutAt), 'sign-ups succeeded before the cut')
   t.ok(recoveredAt !== undefined && recoveredAt - restoredAt < 10_000, `the same app served again ${recoveredAt! - restoredAt} ms after the database came back`)
   t.strictSame(app.database.poolStats(), { max: 10, inFlight: 0, waiting: 0, acquireTimeouts: app.database.poolStats().acquireTimeouts }, 'nothing left in flight or waiting in the pool')
