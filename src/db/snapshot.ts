@@ -4,6 +4,7 @@ import { openAsBlob } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join, relative, sep } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { sql } from 'drizzle-orm'
 import type { Database } from './database.js'
 import { connectPglite, type PgliteDatabase } from './pglite.js'
 import { migrationsFolder as defaultMigrationsFolder } from './migrate.js'
@@ -31,9 +32,12 @@ export interface SnapshotOpening {
 const projectRoot = fileURLToPath(new URL('../..', import.meta.url))
 export const defaultCacheDirs: readonly string[] = [join(projectRoot, 'node_modules', '.cache', 'ums'), join(tmpdir(), 'ums-cache')]
 
+/** Names what a snapshot holds beyond the migrations, so a change to it also makes a new one. */
+const SNAPSHOT_LAYOUT = 'postgres database only'
+
 /** sha256 over the relative path and bytes of every file under the migrations folder, plus the PGlite version. */
 export async function migrationsHash (folder: string = defaultMigrationsFolder): Promise<string> {
-  const hash = createHash('sha256').update(`pglite ${await pgliteVersion()}\0`)
+  const hash = createHash('sha256').update(`pglite ${await pgliteVersion()}\0${SNAPSHOT_LAYOUT}\0`)
   const files = (await readdir(folder, { recursive: true, withFileTypes: true }))
     .filter((entry) => entry.isFile())
     .map((entry) => join(entry.parentPath ?? entry.path, entry.name))
@@ -81,9 +85,23 @@ export async function openMigratedPglite (options: SnapshotOptions = {}): Promis
 
   const cold = await connectPglite()
   await cold.migrate(folder)
+  await dropTemplateDatabases(cold.database)
   // Uncompressed: a gzip snapshot is 9× smaller but restores about twice as slowly.
   const file = await saveSnapshot(dirs, name, await cold.dump())
   return { database: cold.database, source: 'created', file: file ?? '' }
+}
+
+/**
+ * template0 and template1 are two thirds of the data dir's files and a third of its bytes, and
+ * are only ever read by CREATE DATABASE, which nothing run against this in-process database
+ * does: without them a restore takes about 100 ms less.
+ */
+async function dropTemplateDatabases (database: Database): Promise<void> {
+  // One statement a call: DROP DATABASE refuses to run inside a multi-statement string.
+  for (const name of ['template0', 'template1']) {
+    await database.db.execute(sql.raw(`alter database ${name} is_template false`))
+    await database.db.execute(sql.raw(`drop database ${name}`))
+  }
 }
 
 /** Writes atomically (temp file, then rename), so a parallel start never reads half a snapshot. */

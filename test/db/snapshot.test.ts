@@ -8,9 +8,12 @@ import { migrationsFolder } from '../../src/db/migrate.js'
 import { connectPglite } from '../../src/db/pglite.js'
 import { migrationsHash, openMigratedPglite, snapshotFileName } from '../../src/db/snapshot.js'
 
+const rowsOf = async (database: Database, query: ReturnType<typeof sql>) =>
+  [...(await database.db.execute(query) as unknown as { rows: unknown[] }).rows]
+
 /** Everything the migrations decide, read from the catalog, plus drizzle's journal. */
 async function describe (database: Database) {
-  const rows = async (query: ReturnType<typeof sql>) => [...(await database.db.execute(query) as unknown as { rows: unknown[] }).rows]
+  const rows = (query: ReturnType<typeof sql>) => rowsOf(database, query)
   return {
     columns: await rows(sql`select table_name, column_name, data_type, column_default, is_nullable, is_identity, identity_generation
       from information_schema.columns where table_schema = 'public' order by table_name, ordinal_position`),
@@ -22,6 +25,8 @@ async function describe (database: Database) {
     userCount: await rows(sql`select count(*)::int as n from users`)
   }
 }
+
+const databaseNames = (database: Database) => rowsOf(database, sql`select datname from pg_database order by datname`)
 
 const usersColumns = (columns: unknown[]) =>
   (columns as Array<{ table_name: string, column_name: string }>).filter((c) => c.table_name === 'users').map((c) => c.column_name)
@@ -50,6 +55,9 @@ t.test('a snapshot-started database has exactly the schema and journal of a cold
   t.equal(second.source, 'loaded', 'the second start restores the snapshot')
   t.equal(second.file, first.file)
   t.strictSame(await describe(second.database), reference, 'same tables, columns, constraints, indexes, sequences and journal; no rows')
+  // The template databases are left out of the snapshot, which makes restoring it faster.
+  t.strictSame(await databaseNames(first.database), [{ datname: 'postgres' }], 'the cold-started database dropped the templates before its dump')
+  t.strictSame(await databaseNames(second.database), [{ datname: 'postgres' }], 'the restored one has only the database the service uses')
 })
 
 t.test('a change to the migrations makes a new snapshot; the old one is never used for them', async (t) => {
