@@ -35,7 +35,7 @@ export const defaultCacheDirs: readonly string[] = [join(projectRoot, 'node_modu
 /** Names what a snapshot holds beyond the migrations, so a change to it also makes a new one. */
 const SNAPSHOT_LAYOUT = 'postgres database only'
 
-/** sha256 over the relative path and bytes of every file under the migrations folder, plus the PGlite version. */
+/** sha256 over the relative path and bytes of every file under the migrations folder, plus the PGlite version and the snapshot's layout. */
 export async function migrationsHash (folder: string = defaultMigrationsFolder): Promise<string> {
   const hash = createHash('sha256').update(`pglite ${await pgliteVersion()}\0${SNAPSHOT_LAYOUT}\0`)
   const files = (await readdir(folder, { recursive: true, withFileTypes: true }))
