@@ -55,9 +55,10 @@ export function snapshotFileName (hash: string): string {
 
 /**
  * A PGlite database migrated to the head of `drizzle/`: restored from the cached snapshot
- * when there is one for the current migrations, otherwise created cold, migrated, and
- * dumped for the next start. Migrations also run after a restore, where they find nothing
- * to do: the journal inside the snapshot is checked, not trusted.
+ * when there is one for the current migrations, otherwise created cold, migrated, rid of
+ * the template databases and dumped for the next start (so both hold only `postgres`).
+ * Migrations also run after a restore, where they find nothing to do: the journal inside
+ * the snapshot is checked, not trusted.
  */
 export async function openMigratedPglite (options: SnapshotOptions = {}): Promise<SnapshotOpening> {
   const folder = options.migrationsFolder ?? defaultMigrationsFolder
