@@ -2,6 +2,7 @@ import { availableParallelism } from 'node:os'
 import { Type, type Static } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
 import { ConfigError } from './config-error.js'
+import { DatabaseUrlError, parseDatabaseUrl } from './config/database-url.js'
 import { checkProductionTrustProxy, parseTrustProxy } from './limits/trust-proxy.js'
 import { JWT_ALGORITHMS, type JwtAlgorithm, type SigningKey } from './tokens/signing-keys.js'
 import { checkSecret, tokenKeys } from './tokens/token-config.js'
@@ -37,6 +38,8 @@ const EnvSchema = Type.Object({
   PORT: Type.Optional(Port),
   HOST: Type.Optional(Type.String({ minLength: 1, maxLength: 255, pattern: '^[^\\s]+$', description: 'must be a host name or address' })),
   DATABASE_URL: Type.Optional(Type.String({ pattern: '^postgres(ql)?://[^\\s]+$', description: 'must be a postgres:// or postgresql:// URL' })),
+  DATABASE_MIGRATION_URL: Type.Optional(Type.String({ pattern: '^postgres(ql)?://[^\\s]+$', description: 'must be a postgres:// or postgresql:// URL' })),
+  MIGRATIONS: Type.Optional(Type.Union([Type.Literal('on-start'), Type.Literal('off')], { description: 'must be "on-start" or "off"' })),
   JWT_SECRET: Type.Optional(Type.String({ description: 'must be a string' })),
   JWT_SECRET_PREVIOUS: Type.Optional(Type.String({ description: 'must be a string' })),
   JWT_ALGORITHM: Type.Optional(Type.Union(JWT_ALGORITHMS.map((a) => Type.Literal(a)), { description: `must be one of ${JWT_ALGORITHMS.join(', ')}` })),
@@ -74,6 +77,10 @@ export interface Config {
   readonly port: number
   readonly host: string
   readonly databaseUrl: string | undefined
+  /** Where migrations run: DATABASE_MIGRATION_URL (a direct connection beside a pooler), or DATABASE_URL. */
+  readonly databaseMigrationUrl: string | undefined
+  /** `on-start`: each start applies pending migrations; `off`: `npm run cli -- migrate` does. */
+  readonly migrations: 'on-start' | 'off'
   readonly jwt: {
     readonly algorithm: JwtAlgorithm
     /** HS256's JWT_SECRET and JWT_SECRET_PREVIOUS; empty and unset with EdDSA or ES256. */
@@ -125,7 +132,9 @@ export function loadConfig (source: Record<string, string | undefined>): Config 
     profile,
     port: env.PORT ?? 8080,
     host,
-    databaseUrl: env.DATABASE_URL,
+    databaseUrl: checkedDatabaseUrl('DATABASE_URL', env.DATABASE_URL),
+    databaseMigrationUrl: checkedDatabaseUrl('DATABASE_MIGRATION_URL', env.DATABASE_MIGRATION_URL) ?? env.DATABASE_URL,
+    migrations: env.MIGRATIONS ?? 'on-start',
     jwt: {
       ...tokenKeys(env, production),
       expirationMs: env.JWT_EXPIRATION ?? 86_400_000,
@@ -157,6 +166,18 @@ export function loadConfig (source: Record<string, string | undefined>): Config 
   }
   if (production) checkProduction(config, env)
   return deepFreeze(config)
+}
+
+/** A URL libpq would take and this service can honour, or a ConfigError saying what is wrong with it. */
+function checkedDatabaseUrl (variable: string, url: string | undefined): string | undefined {
+  if (url === undefined) return undefined
+  try {
+    parseDatabaseUrl(url)
+  } catch (error) {
+    if (error instanceof DatabaseUrlError) throw new ConfigError(variable, error.message)
+    throw error
+  }
+  return url
 }
 
 function checkProduction (config: Config, env: Env): void {

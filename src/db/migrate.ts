@@ -1,7 +1,12 @@
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js'
 import { migrate as migratePostgres } from 'drizzle-orm/postgres-js/migrator'
 import postgres from 'postgres'
+import { parseDatabaseUrl } from '../config/database-url.js'
+import { createConnector } from './connector.js'
+import { clientOptions } from './postgres.js'
 
 /** Found from src/db (tsx) and dist/db (built) alike. */
 export const migrationsFolder = fileURLToPath(new URL('../../drizzle', import.meta.url))
@@ -9,21 +14,43 @@ export const migrationsFolder = fileURLToPath(new URL('../../drizzle', import.me
 // Any constant works; it only has to be the same for every instance of this service.
 const MIGRATION_LOCK_KEY = 727_001
 
+/** The migrations drizzle-kit wrote, oldest first, by tag (`0000_create_users`). */
+export function migrationTags (): string[] {
+  const journal = JSON.parse(readFileSync(join(migrationsFolder, 'meta', '_journal.json'), 'utf8')) as { entries: Array<{ idx: number, tag: string }> }
+  return journal.entries.sort((a, b) => a.idx - b.idx).map((entry) => entry.tag)
+}
+
 /**
- * Applies pending migrations to PostgreSQL. Several instances may start at once, so the
- * migrator runs under a session advisory lock on a connection of its own (lock and unlock
- * must share a session); the others wait, then find nothing to do.
+ * Applies pending migrations to PostgreSQL and returns the tags it applied. Several instances
+ * may start at once: the lock is a transaction's (`pg_advisory_xact_lock`), held open on a
+ * connection of its own while another runs Drizzle's migrator, so a transaction pooler, which
+ * keeps a transaction on one server connection, cannot split it the way it would split a
+ * session lock's take and release. The others wait, then find nothing to do. No server-side
+ * timeouts here: a migration may take longer than a request's statement.
  */
-export async function migratePostgresDatabase (url: string): Promise<void> {
-  const sql = postgres(url, { max: 1, onnotice: () => {}, connect_timeout: 5 })
+export async function migratePostgresDatabase (url: string): Promise<string[]> {
+  const target = parseDatabaseUrl(url)
+  // No answer deadline either; connecting is bounded as everywhere.
+  const connector = createConnector(target, { connectTimeoutMs: 5000, answerDeadlineMs: Infinity })
+  const options = { ...clientOptions(target, connector, { applicationName: 'user-management-migrations' }), max: 1, prepare: false, connect_timeout: 5 }
+  const lock = postgres(options)
+  const runner = postgres(options)
   try {
-    await sql`select pg_advisory_lock(${MIGRATION_LOCK_KEY})`
-    try {
-      await migratePostgres(drizzlePostgres({ client: sql }), { migrationsFolder })
-    } finally {
-      await sql`select pg_advisory_unlock(${MIGRATION_LOCK_KEY})`
-    }
+    return await lock.begin(async (tx) => {
+      await tx`select pg_advisory_xact_lock(${MIGRATION_LOCK_KEY})`
+      const before = await appliedCount(runner)
+      await migratePostgres(drizzlePostgres({ client: runner }), { migrationsFolder })
+      return migrationTags().slice(before, await appliedCount(runner))
+    })
   } finally {
-    await sql.end({ timeout: 5 })
+    connector.stop()
+    await Promise.all([lock.end({ timeout: 5 }), runner.end({ timeout: 5 })])
   }
+}
+
+async function appliedCount (sql: postgres.Sql): Promise<number> {
+  const [{ exists }] = await sql<Array<{ exists: boolean }>>`select to_regclass('drizzle.__drizzle_migrations') is not null as exists`
+  if (!exists) return 0
+  const [{ applied }] = await sql<Array<{ applied: number }>>`select count(*)::int as applied from drizzle.__drizzle_migrations`
+  return applied
 }

@@ -12,6 +12,8 @@ export interface OpenOptions {
   readonly persistent?: boolean
   readonly poolMax?: number
   readonly applicationName?: string
+  /** Apply pending migrations first, whatever MIGRATIONS says (`npm run cli -- migrate`). */
+  readonly migrate?: boolean
 }
 
 /** There is no persistent database to open: development without DATABASE_URL. */
@@ -25,14 +27,15 @@ export class NoPersistentDatabaseError extends Error {
 /**
  * The one place that decides which database the service talks to: PGlite in development
  * (from a snapshot of the migrated schema, src/db/snapshot.ts), PostgreSQL in production,
- * migrated to head under a lock before the pool opens.
+ * migrated to head under a lock before the pool opens (unless MIGRATIONS=off).
  */
-export async function openDatabase (config: Pick<Config, 'profile' | 'databaseUrl' | 'dbPoolMax'>, options: OpenOptions = {}): Promise<Database> {
+export async function openDatabase (config: Pick<Config, 'profile' | 'databaseUrl' | 'databaseMigrationUrl' | 'migrations' | 'dbPoolMax'>, options: OpenOptions = {}): Promise<Database> {
   const postgres = config.profile === 'production' || options.persistent
   if (!postgres) return (await openMigratedPglite()).database
   // loadConfig guarantees a URL in production.
   const url = config.databaseUrl
   if (!url) throw new NoPersistentDatabaseError()
-  await migratePostgresDatabase(url)
-  return connectPostgres({ url, poolMax: options.poolMax ?? config.dbPoolMax, applicationName: options.applicationName })
+  // With MIGRATIONS=off the service starts on whatever schema is there, and is not ready until it is at head.
+  if (config.migrations === 'on-start' || options.migrate) await migratePostgresDatabase(config.databaseMigrationUrl ?? url)
+  return await connectPostgres({ url, poolMax: options.poolMax ?? config.dbPoolMax, applicationName: options.applicationName })
 }

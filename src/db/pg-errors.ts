@@ -1,5 +1,5 @@
 /** PostgreSQL error fields, wherever the driver put them (Drizzle wraps them in `cause`). */
-interface PgErrorFields { code?: unknown, constraint_name?: unknown, constraint?: unknown, cause?: unknown }
+interface PgErrorFields { code?: unknown, message?: unknown, constraint_name?: unknown, constraint?: unknown, cause?: unknown }
 
 /** The error and its causes, outermost first (bounded: a cause chain may loop). */
 function * causes (error: unknown): Generator<PgErrorFields> {
@@ -34,11 +34,27 @@ const UNAVAILABLE_NODE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT
 export function databaseUnavailable (error: unknown): boolean {
   const sqlState = pgFields(error)?.code
   if (typeof sqlState === 'string') {
-    // 08: connection exception; 57P0x: admin/crash shutdown, cannot connect now; 57014: canceled (timeout); 53: insufficient resources.
-    return sqlState.startsWith('08') || sqlState.startsWith('57P') || sqlState === '57014' || sqlState.startsWith('53')
+    // 08: connection exception; 25006: read-only transaction (a standby, a demoted primary); 57P0x:
+    // admin/crash shutdown, cannot connect now; 57014: canceled (timeout); 53: insufficient resources.
+    return sqlState.startsWith('08') || sqlState === '25006' || sqlState.startsWith('57P') || sqlState === '57014' || sqlState.startsWith('53')
   }
   for (const { code } of causes(error)) if (typeof code === 'string' && UNAVAILABLE_NODE_CODES.has(code)) return true
   return false
+}
+
+/**
+ * The server will not take writes on this connection: read-only (25006), or shutting down for
+ * a fail-over (57P01-57P03). The connection is not reused: the next one may find the new primary.
+ */
+export function refusesWrites (error: unknown): boolean {
+  const sqlState = pgFields(error)?.code
+  return sqlState === '25006' || (typeof sqlState === 'string' && sqlState.startsWith('57P'))
+}
+
+/** A transaction pooler (PgBouncer's stock settings) refused a parameter of the startup packet. */
+export function refusedStartupParameter (error: unknown): boolean {
+  const fields = pgFields(error)
+  return fields?.code === '08P01' && /unsupported startup parameter/i.test(String(fields.message))
 }
 
 /** No pooled connection became free, or could be opened, within the acquire timeout. */

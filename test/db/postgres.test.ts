@@ -15,7 +15,7 @@ const rowsOf = (result: unknown) => result as Record<string, string>[]
 async function busyPool (t: Test) {
   const url = await createPostgresDatabase(t)
   await migratePostgresDatabase(url)
-  const database = connectPostgres({ url, poolMax: 1 })
+  const database = await connectPostgres({ url, poolMax: 1 })
   t.teardown(() => database.close())
   // The one connection is opened first, so the slow query is on it at once.
   await database.db.execute(sql`select 0`)
@@ -27,7 +27,7 @@ async function busyPool (t: Test) {
 
 t.test('every PostgreSQL session gets the timeouts of CONTRACT §7', { skip }, async (t) => {
   const url = await createPostgresDatabase(t)
-  const database = connectPostgres({ url, poolMax: 2 })
+  const database = await connectPostgres({ url, poolMax: 2 })
   t.teardown(() => database.close())
   const [row] = rowsOf(await database.db.execute(sql`select current_setting('statement_timeout') as statement, current_setting('idle_in_transaction_session_timeout') as idle`))
   t.strictSame(row, { statement: '5s', idle: '10s' })
@@ -70,7 +70,7 @@ t.test('the look-up by id waits for a connection no longer than any other query'
 t.test('a request that cannot get a connection answers 503 Servicio no disponible with Retry-After', { skip }, async (t) => {
   const url = await createPostgresDatabase(t)
   await migratePostgresDatabase(url)
-  const database = connectPostgres({ url, poolMax: 1 })
+  const database = await connectPostgres({ url, poolMax: 1 })
   t.teardown(() => database.close())
   const app = await buildApp(testConfig(), { database, seed: false })
   t.teardown(() => app.close())
@@ -92,7 +92,7 @@ t.test('half-open connections: queries fail within the deadline, the sockets are
   t.teardown(proxy.close)
   url.hostname = '127.0.0.1'
   url.port = String(proxy.port)
-  const database = connectPostgres({ url: url.toString(), poolMax: 3 })
+  const database = await connectPostgres({ url: url.toString(), poolMax: 3 })
   t.teardown(() => database.close())
   const ask = async () => {
     const started = Date.now()
