@@ -94,7 +94,10 @@ export async function buildApp (config: Config, deps: AppDependencies = {}) {
 
   // Our plugins: database, users, tokens, error shapes, then the abuse limits of CONTRACT §9.
   const seed = deps.seed ?? (!deps.database && config.profile === 'development')
-  // First of ours: every later hook, limit and security event reads the client address it settles.
+  // First of ours: the 10 s backstop, whose onRequest hook must run before any hook that may
+  // wait (the account look-up of auth), or a request stuck there would never reach it.
+  await app.register(responseDeadlinePlugin)
+  // Every later hook, limit and security event reads the client address it settles.
   await app.register(clientAddressPlugin, { config })
   await app.register(dbPlugin, { config, database: deps.database })
   await app.register(metricsPlugin, { metrics: deps.metrics })
@@ -102,7 +105,6 @@ export async function buildApp (config: Config, deps: AppDependencies = {}) {
   await app.register(usersPlugin, { config, seed, onHashTiming: deps.onHashTiming })
   await app.register(authPlugin, { jwt: config.jwt })
   await app.register(errorHandlerPlugin)
-  await app.register(responseDeadlinePlugin)
   await app.register(limitsRedisPlugin, { config, keyPrefix: deps.limitsKeyPrefix })
   await app.register(signupLimitPlugin, { config })
   await app.register(loginLimitPlugin, { config })

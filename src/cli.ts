@@ -5,6 +5,7 @@ import argon2 from 'argon2'
 import { Value } from '@sinclair/typebox/value'
 import { ConfigError, loadConfig, type Config } from './config.js'
 import { NoPersistentDatabaseError, openDatabase } from './db/open-database.js'
+import { migratePostgresDatabase, migrationTags } from './db/migrate.js'
 import { DuplicateUserError } from './domain-errors.js'
 import { duplicateFields, fieldErrors } from './error-bodies.js'
 import { Role } from './schemas/common.js'
@@ -13,9 +14,12 @@ import { securityEventLine, type SecurityEvent, type SecurityEventDetails } from
 import { argon2Options, createPasswordManager } from './users/password-manager.js'
 import { createUsersRepository, type UsersRepository } from './users/users-repository.js'
 import { generatePrivateKeyPem } from './tokens/signing-keys.js'
+import { describeFailure } from './logger.js'
 import { compileBodyValidator } from './validation.js'
 
 const USAGE = `Usage: npm run cli -- <command>
+  migrate                                 apply pending migrations (DATABASE_MIGRATION_URL, else
+                                          DATABASE_URL) and print what was applied
   set-role <email> ROLE_USER|ROLE_ADMIN   change the role of an account
   create-admin <username> <email>         create an administrator; the password comes from
                                           ADMIN_PASSWORD or standard input, never the arguments
@@ -48,7 +52,7 @@ async function withUsers<T> (config: Config, work: (users: UsersRepository) => P
       throw new CliError('The development profile has no persistent database: its PGlite lives inside the server process and is\n' +
         'created afresh at each start. Set DATABASE_URL to the PostgreSQL database to change (production always has one).')
     }
-    throw new CliError(`Cannot reach the database: ${(error as Error).message}`)
+    throw new CliError(`Cannot open the database: ${describeFailure(error)}`)
   }
   try {
     return await work(createUsersRepository(database))
@@ -118,6 +122,21 @@ async function createAdmin (config: Config, [username, email, ...extra]: string[
   })
 }
 
+/** The deployment step of MIGRATIONS=off: the same locked migration the service runs at start. */
+async function migrate (config: Config, extra: string[]): Promise<void> {
+  if (extra.length > 0) throw new CliError(USAGE)
+  const url = config.databaseMigrationUrl ?? config.databaseUrl
+  if (!url) throw new CliError('No DATABASE_URL (or DATABASE_MIGRATION_URL): set it to the PostgreSQL database to migrate.')
+  let applied: string[]
+  try {
+    applied = await migratePostgresDatabase(url)
+  } catch (error) {
+    throw new CliError(`Migrations failed: ${describeFailure(error)}`)
+  }
+  const head = `the database is at head (${migrationTags().length} migrations)`
+  process.stdout.write(applied.length === 0 ? `Nothing to apply: ${head}.\n` : `Applied ${applied.join(', ')}: ${head}.\n`)
+}
+
 async function hashBenchmark (config: Config): Promise<void> {
   const options = argon2Options(config.argon2)
   await argon2.hash('warm-up-Password1', options)
@@ -152,6 +171,7 @@ async function main (argv: string[]): Promise<void> {
     if (error instanceof ConfigError) throw new CliError(error.message)
     throw error
   }
+  if (command === 'migrate') return migrate(config, args)
   if (command === 'set-role') return setRole(config, args)
   if (command === 'create-admin') return createAdmin(config, args)
   if (command === 'hash-benchmark' && args.length === 0) return hashBenchmark(config)
@@ -165,6 +185,6 @@ async function main (argv: string[]): Promise<void> {
 try {
   await main(process.argv.slice(2))
 } catch (error) {
-  process.stderr.write(`${error instanceof CliError ? error.message : `Unexpected error: ${(error as Error).message}`}\n`)
+  process.stderr.write(`${error instanceof CliError ? error.message : `Unexpected error: ${describeFailure(error)}`}\n`)
   process.exitCode = 1
 }

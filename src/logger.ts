@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger, FastifyReply, FastifyRequest, FastifyServerOptions } from 'fastify'
 import type { Config } from './config.js'
 import pino from 'pino'
+import { isSqlState, speaksPlainly } from './db/pg-errors.js'
 
 /**
  * Secrets that must never reach a log line, wherever they appear. Nothing logs bodies or
@@ -14,6 +15,7 @@ export const REDACTED_PATHS = [
 
 /** Errors of the database layer: their messages and fields quote SQL, parameters and stored values. */
 const DATABASE_ERROR_TYPES = new Set(['DrizzleQueryError', 'DrizzleError', 'TransactionRollbackError', 'PostgresError', 'DatabaseError'])
+const DRIZZLE_WRAPPERS = new Set(['DrizzleQueryError', 'DrizzleError', 'TransactionRollbackError'])
 // DrizzleQueryError: query, params; postgres.js: query, parameters (non-enumerable); PostgreSQL: detail, severity.
 const DATABASE_ERROR_FIELDS = ['query', 'params', 'parameters', 'detail', 'severity']
 /** What an error may say about itself in a log line: codes and names, never a value. */
@@ -49,8 +51,24 @@ interface SerializedError { type: string, message: string, stack?: string, [fiel
 
 const WITHHELD = '[withheld: database error]'
 
-function describe (error: ErrorLike, quiet: boolean, withStack: boolean, depth: number): SerializedError {
-  const out: SerializedError = { type: typeOf(error), message: quiet ? WITHHELD : String(error.message) }
+/**
+ * Whether a link of an error chain may say its message (CONTRACT §7). PostgreSQL's messages
+ * speak for the classes that quote no data (`speaksPlainly`); Drizzle's wrapper always quotes
+ * the SQL and its parameters; network, TLS and driver errors name a host at most (their codes
+ * are identifiers, ECONNREFUSED, UNABLE_TO_VERIFY_LEAF_SIGNATURE, CONNECTION_CLOSED); any other
+ * message in a chain that holds a database error may repeat that error's text.
+ */
+function messageKept (error: ErrorLike, chainFromDatabase: boolean): boolean {
+  const code = typeof error.code === 'string' ? error.code : undefined
+  if (isSqlState(code)) return speaksPlainly(code)
+  if (DRIZZLE_WRAPPERS.has(typeOf(error))) return false
+  if (code !== undefined && /^[A-Z][A-Z0-9_]+$/.test(code)) return true
+  return !chainFromDatabase
+}
+
+function describe (error: ErrorLike, chainFromDatabase: boolean, withStack: boolean, depth: number): SerializedError {
+  const kept = messageKept(error, chainFromDatabase)
+  const out: SerializedError = { type: typeOf(error), message: kept ? String(error.message) : WITHHELD }
   for (const field of SAFE_FIELDS) {
     const value = error[field]
     if (typeof value === 'string' || typeof value === 'number') out[field] = value
@@ -59,23 +77,35 @@ function describe (error: ErrorLike, quiet: boolean, withStack: boolean, depth: 
   if (typeof constraint === 'string') out.constraint = constraint
   // A stack starts with the message (Drizzle's also appends its cause's): only the frames are safe.
   if (withStack && typeof error.stack === 'string') {
-    out.stack = quiet ? error.stack.split('\n').filter((line) => /^\s+at /.test(line)).join('\n') : error.stack
+    out.stack = chainFromDatabase ? error.stack.split('\n').filter((line) => /^\s+at /.test(line)).join('\n') : error.stack
   }
-  if (depth < MAX_DEPTH && isErrorLike(error.cause)) out.cause = describe(error.cause, quiet, false, depth + 1)
-  if (depth < MAX_DEPTH && Array.isArray(error.errors)) out.errors = error.errors.filter(isErrorLike).slice(0, 4).map((e) => describe(e, quiet, false, depth + 1))
+  if (depth < MAX_DEPTH && isErrorLike(error.cause)) out.cause = describe(error.cause, chainFromDatabase, false, depth + 1)
+  if (depth < MAX_DEPTH && Array.isArray(error.errors)) out.errors = error.errors.filter(isErrorLike).slice(0, 4).map((e) => describe(e, chainFromDatabase, false, depth + 1))
   return out
 }
 
 /**
  * An error as a log line may hold it (CONTRACT §7): type, codes, constraint name and stack
- * frames. When the error or anything in its `cause` chain comes from the database, no
- * message is kept at any level: Drizzle's says "Failed query: <SQL> params: <values>",
- * PostgreSQL's quote stored values, and a wrapper's may repeat them.
+ * frames, and the messages that cannot quote stored data, SQL or parameters (`messageKept`).
  */
 export function describeError (error: unknown, withStack = true): SerializedError {
   // A rejection with a plain value: a string is how such code explains itself; anything else, only its type.
   if (!isErrorLike(error)) return { type: error === null ? 'null' : typeof error, message: typeof error === 'string' ? error : '[not an error]' }
   return describe(error, chain(error).some(fromDatabase), withStack, 0)
+}
+
+/**
+ * The cause of a failed start in words, on one line: the innermost error of the chain that
+ * says something, with its code (`PostgresError 28000: role "app" does not exist`).
+ */
+export function describeFailure (error: unknown): string {
+  if (!isErrorLike(error)) return describeError(error).message
+  const links = chain(error)
+  const fromDb = links.some(fromDatabase)
+  const speaking = links.filter((link) => messageKept(link, fromDb))
+  const link = speaking.at(-1) ?? links.at(-1)!
+  const code = typeof link.code === 'string' || typeof link.code === 'number' ? ` ${link.code}` : ''
+  return `${typeOf(link)}${code}: ${messageKept(link, fromDb) ? String(link.message) : WITHHELD}`
 }
 
 type Destination = ReturnType<typeof pino.destination>

@@ -4,7 +4,7 @@ import { ConfigError, loadConfig, type Config } from './config.js'
 import { buildApp, type App } from './app.js'
 import { buildManagementApp, type ManagementApp } from './management/management-app.js'
 import { createMetrics } from './metrics-registry.js'
-import { describeError, loggerOptions } from './logger.js'
+import { describeFailure, loggerOptions } from './logger.js'
 import { logSecurityEvent } from './security-events.js'
 
 /** Longest wait for in-flight requests once the listener stops accepting (CONTRACT §7). */
@@ -32,10 +32,9 @@ try {
     management = await buildManagementApp({ api: app, isShuttingDown: () => shuttingDown, logger: app.log.child({ listener: 'management' }) })
   }
 } catch (error) {
-  // The database is unreachable at start, a migration failed: nothing to drain yet. A database
-  // error says its code, not its message, which may quote SQL (CONTRACT §7).
-  const { type, message, ...details } = describeError(error, false)
-  process.stderr.write(`Startup failed: ${type}: ${message} ${JSON.stringify(details)}\n`)
+  // The database is unreachable at start, a migration failed: nothing to drain yet. One line
+  // that names the cause, without what a database message may quote (CONTRACT §7).
+  process.stderr.write(`Startup failed: ${describeFailure(error)}\n`)
   process.exit(1)
 }
 

@@ -6,7 +6,7 @@ import t from 'tap'
 import { loadConfig } from '../src/config.js'
 import { users } from '../src/db/schema.js'
 import { newUserRow } from '../src/users/users-repository.js'
-import { baseLoggerOptions, describeError, loggerOptions } from '../src/logger.js'
+import { baseLoggerOptions, describeError, describeFailure, loggerOptions } from '../src/logger.js'
 import { buildApp } from '../src/app.js'
 import { openMigratedPglite } from '../src/db/snapshot.js'
 import { build, captureLog, createTestDatabase, seedAccounts, testConfig, testDatabases } from './helper.js'
@@ -174,3 +174,23 @@ for (const kind of testDatabases()) {
     })
   })
 }
+
+t.test('a database error says the server\'s message for the classes that quote no data (CONTRACT §7), never its detail', async (t) => {
+  const server = (code: string, message: string) => Object.assign(new Error(message), { code, severity: 'ERROR', detail: 'Key (email)=(a@example.com)', query: 'insert into users …', parameters: ['a@example.com'] })
+  const drizzle = (cause: Error) => Object.assign(new Error('Failed query: insert into users values ($1) params: a@example.com', { cause }), { query: 'insert …', params: ['a@example.com'] })
+  for (const [code, message] of [['28000', 'role "app" does not exist'], ['3D000', 'database "users" does not exist'], ['25006', 'cannot execute INSERT in a read-only transaction'],
+    ['08P01', 'unsupported startup parameter: statement_timeout'], ['57P01', 'terminating connection due to administrator command'], ['53300', 'sorry, too many clients already']]) {
+    t.strictSame(describeError(drizzle(server(code, message)), false), { type: 'Error', message: WITHHELD, cause: { type: 'Error', message, code } }, code)
+    t.equal(describeFailure(drizzle(server(code, message))), `Error ${code}: ${message}`)
+  }
+  for (const [code, message] of [['23505', 'duplicate key value violates unique constraint "users_email_unique"'], ['22P02', 'invalid input syntax for type integer: "a@example.com"'], ['42P01', 'relation "users" does not exist']]) {
+    t.strictSame(describeError(drizzle(server(code, message)), false), { type: 'Error', message: WITHHELD, cause: { type: 'Error', message: WITHHELD, code } }, `${code} withheld`)
+    t.equal(describeFailure(drizzle(server(code, message))), `Error ${code}: ${WITHHELD}`)
+  }
+  // postgres.js marks connection, DNS and TLS failures with the query's fields too: their texts name a host at most.
+  const network = (code: string, message: string) => Object.assign(new Error(message), { code, query: 'select 1', parameters: [] })
+  for (const [code, message] of [['ENOTFOUND', 'getaddrinfo ENOTFOUND db'], ['UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'unable to verify the first certificate'], ['CONNECTION_CLOSED', 'write CONNECTION_CLOSED db:5432']]) {
+    t.strictSame(describeError(network(code, message), false), { type: 'Error', message, code })
+    t.equal(describeFailure(drizzle(network(code, message))), `Error ${code}: ${message}`)
+  }
+})

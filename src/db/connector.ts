@@ -1,12 +1,21 @@
 import { connect, isIP, Socket } from 'node:net'
 import { connect as connectTls } from 'node:tls'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { describeHost, type DatabaseTarget } from '../config/database-url.js'
 import { tlsSettings, TlsRefusedError } from './tls.js'
+import { closeAtOnce } from './postgres-internals.js'
 
 // PostgreSQL's SSLRequest: length 8, code 80877103. The server answers one byte, S or N.
 const SSL_REQUEST = Buffer.from([0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f])
 /** A host that failed or refused writes is tried after the others for this long. */
 const AVOID_MS = 5000
+/**
+ * A connection closed this soon after it opened was refused by its server or by postgres.js
+ * (a standby where a primary is wanted): its host waits a little, so that a pool looking for a
+ * primary during a fail-over retries a few times a second instead of spinning.
+ */
+const SHORT_LIVED_MS = 1000
+const PAUSE_MS = 250
 
 export interface ConnectorOptions {
   /** Longest TCP connect plus TLS handshake to one host. */
@@ -89,7 +98,8 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
   }
 
   function watch (socket: Socket, hostIndex: number): Socket {
-    const state: Watched = { socket, hostIndex, awaitingSince: null, lastRead: now() }
+    const opened = now()
+    const state: Watched = { socket, hostIndex, awaitingSince: null, lastRead: opened }
     sockets.set(socket, state)
     const write = socket.write.bind(socket) as (...args: unknown[]) => boolean
     socket.write = ((...args: unknown[]) => {
@@ -101,7 +111,10 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
       state.lastRead = now()
       lastAnswered = state
     })
-    socket.once('close', () => sockets.delete(socket))
+    socket.once('close', () => {
+      sockets.delete(socket)
+      if (now() - opened < SHORT_LIVED_MS) avoidUntil[hostIndex] = Math.max(avoidUntil[hostIndex], now() + PAUSE_MS)
+    })
     // postgres.js listens for errors once it has the socket; until then one must not crash the process.
     socket.on('error', () => {})
     return socket
@@ -114,6 +127,9 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
    */
   async function open (): Promise<Socket> {
     let lastError: Error = new Error('no host to connect to')
+    // Every host just failed or was just refused: wait for the first to be tried again (bounded).
+    const wait = Math.min(...avoidUntil) - now()
+    if (wait > 0) await sleep(Math.min(wait, PAUSE_MS))
     for (const index of attemptOrder()) {
       try {
         return watch(await connectHost(index), index)
@@ -159,14 +175,15 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
     open,
     sweep,
     /**
-     * Destroys the connection whose server answered last, and tries its host after the others
+     * Closes the connection whose server answered last, and tries its host after the others
      * for a while. Called from a query's rejection, which postgres.js settles while handling
      * that very answer: its reactions run before any other socket's data is handled.
      */
     dropLastAnswered: () => {
       if (!lastAnswered) return
       avoidUntil[lastAnswered.hostIndex] = now() + AVOID_MS
-      lastAnswered.socket.destroy()
+      sockets.delete(lastAnswered.socket)
+      closeAtOnce(lastAnswered.socket)
     },
     /** Every socket, at once: for a probe that gave up. */
     destroyAll: () => { for (const socket of sockets.keys()) socket.destroy() },

@@ -11,7 +11,15 @@ function * causes (error: unknown): Generator<PgErrorFields> {
 }
 
 // Five characters with at least one digit: a SQLSTATE (08006, 57P01), never a Node code such as EPIPE.
-const isSqlState = (code: unknown): code is string => typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) && /[0-9]/.test(code)
+export const isSqlState = (code: unknown): code is string => typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) && /[0-9]/.test(code)
+
+/**
+ * SQLSTATE classes whose messages quote no data (CONTRACT §7): connection, transaction state,
+ * authorization, catalog, rollback, resources, limits, object state, operator intervention,
+ * system and internal errors. Others (22 data, 23 constraints, 42 syntax…) may quote values.
+ */
+const PLAIN_CLASSES = new Set(['08', '25', '28', '3D', '3F', '40', '53', '54', '55', '57', '58', 'XX'])
+export const speaksPlainly = (sqlState: string): boolean => PLAIN_CLASSES.has(sqlState.slice(0, 2))
 
 function pgFields (error: unknown): PgErrorFields | undefined {
   for (const fields of causes(error)) if (isSqlState(fields.code)) return fields

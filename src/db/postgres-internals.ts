@@ -1,3 +1,4 @@
+import type { Socket } from 'node:net'
 import { Readable } from 'node:stream'
 import { finished } from 'node:stream/promises'
 
@@ -30,6 +31,16 @@ export function failWaiting (query: PendingQuery, error: Error): void {
   const reject = query.reject
   query.reject = () => reject(error)
   query.cancel()
+}
+
+/**
+ * Closes a database socket and tells postgres.js at once. Node emits 'close' only once the
+ * handle has closed, a turn of the event loop later: until then postgres.js would hand its
+ * connection, back in the pool since the last answer, to the next query, which would fail.
+ */
+export function closeAtOnce (socket: Socket): void {
+  socket.destroy()
+  socket.emit('close', false)
 }
 
 /**

@@ -5,7 +5,7 @@ import { AcquireTimeoutError, DatabaseTimeoutError, refusedStartupParameter, ref
 import { withTimeout, type Database } from './database.js'
 import type { UserRecord } from '../schemas/users.js'
 import { createArrivalQueue } from '../arrival-queue.js'
-import { parseDatabaseUrl, type DatabaseTarget } from '../config/database-url.js'
+import { describeHost, parseDatabaseUrl, type DatabaseTarget } from '../config/database-url.js'
 import { MIGRATION_STATE_SQL, USERS_BY_IDS_SQL, userCopyPageSql } from './queries.js'
 import { createConnector, type Connector } from './connector.js'
 import { copyOut, failWaiting, onConnection, type PendingQuery } from './postgres-internals.js'
@@ -31,16 +31,14 @@ export interface PostgresOptions {
 
 /**
  * postgres.js's options for a client of `target` whose sockets `connector` opens: it chooses
- * the host and negotiates TLS, so postgres.js is given the first host (for its messages) and no
- * TLS. A standby is closed and the next host tried by postgres.js's `primary` check, also for
+ * the host and negotiates TLS, so postgres.js is given no TLS. A standby is closed and the next host tried by postgres.js's `primary` check, also for
  * `read-write`, whose check in postgres.js lets a standby through (porsager/postgres#815); a
  * primary that refuses writes is left at its first refusal (`refusesWrites` below).
  */
 export function clientOptions (target: DatabaseTarget, connector: Connector, { applicationName = 'user-management', startupTimeouts = false } = {}) {
-  const [first] = target.hosts
   return {
-    host: first.host,
-    port: first.port,
+    // postgres.js retries a closed standby only while its list has another host; it names them in errors.
+    host: target.hosts.map(describeHost).join(','),
     ...(target.database ? { database: target.database } : {}),
     ...(target.user ? { user: target.user } : {}),
     pass: target.password,

@@ -33,3 +33,23 @@ t.test('a request whose answer has not started by the deadline gets 503; the lat
     [50, 'Promise errored, but reply.sent = true was set']
   ])
 })
+
+t.test('the deadline covers hooks too: an onRequest hook registered after it that waits gets 503 at the deadline', async (t) => {
+  const app = Fastify()
+  await app.register(responseDeadline, { deadlineMs: 600 })
+  let released: () => void = () => {}
+  app.addHook('onRequest', async () => { await new Promise<void>((resolve) => { released = resolve }) })
+  app.get('/any', async () => ({ reached: true }))
+  t.teardown(() => app.close())
+  // inject holds no socket, and the deadline's timer does not keep the process alive by itself.
+  const alive = setInterval(() => {}, 1000)
+  t.teardown(() => clearInterval(alive))
+  const started = Date.now()
+  const response = await app.inject({ method: 'GET', url: '/any' })
+  const waited = Date.now() - started
+  t.equal(response.statusCode, 503)
+  t.strictSame(response.json(), { statusCode: 503, error: 'Service Unavailable', message: 'Servicio no disponible' })
+  t.ok(waited >= 350 && waited < 1200, `answered after ${waited} ms`)
+  released()
+  await sleep(50)
+})

@@ -1,0 +1,61 @@
+import { setTimeout as sleep } from 'node:timers/promises'
+import t from 'tap'
+import { createPrimary, createStandby, pgServersSkip } from '../support/pg-servers.js'
+import { productionApp, signupLoops } from '../support/production-app.js'
+
+// A primary and a synchronous standby made by the test itself (CONTRACT §2, production databases).
+t.setTimeout(300_000)
+const skip = pgServersSkip()
+
+t.test('fail-over under four sign-up loops: fast 503s, a 201 within 15 s of the promotion, nothing acknowledged lost', { skip }, async (t) => {
+  const primary = await createPrimary(t)
+  const standby = await createStandby(t, primary, { synchronous: true })
+  // Several hosts and no target_session_attrs: read-write, libpq's default for a list.
+  const { app, management } = await productionApp(t, `postgres://postgres@127.0.0.1:${primary.port},127.0.0.1:${standby.port}/postgres`)
+  const loops = signupLoops(app, 'fo')
+  await sleep(1500)
+  await primary.stop('immediate')
+  await sleep(1500)
+  await standby.promote()
+  const promotedAt = Date.now()
+  const first = await loops.firstSuccessAfter(promotedAt, 15_000)
+  await sleep(1000)
+  const attempts = await loops.stop()
+
+  const counts = attempts.reduce<Record<number, number>>((c, a) => ({ ...c, [a.status]: (c[a.status] ?? 0) + 1 }), {})
+  t.comment(`${attempts.length} sign-ups ${JSON.stringify(counts)}; first 201 ${first ? first.startedAt - promotedAt : 'never'} ms after the promotion; slowest ${Math.max(...attempts.map((a) => a.ms))} ms`)
+  t.ok(first, 'a sign-up succeeded within 15 s of the promotion, without a restart')
+  t.strictSame(loops.strays(), [], 'every answer is 201 or the contract\'s 503 with Retry-After: 1')
+  t.strictSame(attempts.filter((a) => a.ms > 11_000), [], 'every answer within 11 s')
+  t.ok(counts[503] > 0, 'the fail-over was felt')
+
+  const stored = new Set((await standby.query('select username from users')).map((row) => row.username))
+  const acknowledged = attempts.filter((a) => a.status === 201).map((a) => a.username)
+  t.strictSame(acknowledged.filter((name) => !stored.has(name)), [], `all ${acknowledged.length} acknowledged sign-ups are on the promoted server`)
+  const ready = await management.inject('/health/ready')
+  t.equal(ready.statusCode, 200)
+  t.strictSame(ready.json(), { status: 'up', database: 'up' })
+})
+
+t.test('a standby listed first changes nothing: migrations, sign-ups and reads go to the primary', { skip }, async (t) => {
+  const primary = await createPrimary(t)
+  const standby = await createStandby(t, primary, { synchronous: false })
+  for (const [name, attrs] of [['default', ''], ['read-write', '?target_session_attrs=read-write'], ['primary', '?target_session_attrs=primary']]) {
+    await t.test(`target_session_attrs ${name}`, async (t) => {
+      const { app, management } = await productionApp(t, `postgres://postgres@127.0.0.1:${standby.port},127.0.0.1:${primary.port}/postgres${attrs}`)
+      const account = { username: `sf${name.slice(0, 4)}`, email: `sf.${name}@example.com`, password: 'Secreto123' }
+      const created = await app.inject({ method: 'POST', url: '/auth/signup', payload: account })
+      t.equal(created.statusCode, 201)
+      const [row] = await primary.query(`select id from users where email = '${account.email}'`)
+      t.strictSame(created.json(), { id: row?.id, username: account.username, email: account.email })
+      const login = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: account.email, password: account.password } })
+      t.equal(login.statusCode, 200)
+      const me = await app.inject({ url: '/users/me', headers: { authorization: `Bearer ${login.json().token}` } })
+      t.equal(me.statusCode, 200)
+      t.strictSame(me.json(), { id: row?.id, username: account.username, email: account.email, role: 'ROLE_USER' })
+      const ready = await management.inject('/health/ready')
+      t.strictSame([ready.statusCode, ready.json()], [200, { status: 'up', database: 'up' }])
+    })
+  }
+  t.strictSame(await standby.query('select pg_is_in_recovery() as standby'), [{ standby: true }], 'the standby stayed a standby')
+})

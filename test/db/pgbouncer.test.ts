@@ -1,0 +1,66 @@
+import postgres from 'postgres'
+import t, { type Test } from 'tap'
+import type { App } from '../../src/app.js'
+import { migrationTags } from '../../src/db/migrate.js'
+import { createPrimary, pgServersSkip, startPgBouncer, type PgServer } from '../support/pg-servers.js'
+import { productionApp } from '../support/production-app.js'
+
+// PgBouncer 1.18 in transaction mode with its stock settings, made by the test (CONTRACT §2):
+// it refuses statement_timeout in the startup packet, and may split a session across servers.
+t.setTimeout(300_000)
+const skip = pgServersSkip(['pgbouncer'])
+
+const signup = (app: App, username: string) =>
+  app.inject({ method: 'POST', url: '/auth/signup', payload: { username, email: `${username}@example.com`, password: 'Secreto123' } })
+
+t.test('three instances start together through PgBouncer; 30 racing sign-ups are all 201 and stored', { skip }, async (t) => {
+  const primary = await createPrimary(t)
+  const bouncer = await startPgBouncer(t, primary)
+  // No DATABASE_MIGRATION_URL: all three migrate through the pooler at once.
+  const instances = await Promise.all([0, 1, 2].map(() => productionApp(t, bouncer.url('postgres'))))
+  t.strictSame(await primary.query('select count(*)::int as applied, count(distinct hash)::int as distinct from drizzle.__drizzle_migrations'),
+    [{ applied: migrationTags().length, distinct: migrationTags().length }], 'each migration applied once')
+  const names = Array.from({ length: 30 }, (_, i) => `pgb${i}`)
+  const answers = await Promise.all(names.map((name, i) => signup(instances[i % 3].app, name)))
+  t.strictSame(answers.map((a) => a.statusCode), names.map(() => 201))
+  const stored = await primary.query('select id, username, email from users order by id')
+  t.strictSame(answers.map((a) => a.json()).sort((a, b) => a.id - b.id), stored, 'every answer is the stored row')
+  for (const { app } of instances) {
+    const me = await app.inject({ url: '/users/me', headers: { authorization: `Bearer ${(await app.inject({ method: 'POST', url: '/auth/login', payload: { email: 'pgb0@example.com', password: 'Secreto123' } })).json().token}` } })
+    t.strictSame([me.statusCode, me.json()], [200, { ...stored[0], role: 'ROLE_USER' }])
+  }
+})
+
+/** A sign-up while another session holds the table locked: answered 503 within 7.5 s, no row after. */
+async function blockedSignup (t: Test, primary: PgServer, url: string, expectedCode: string) {
+  const { app, log } = await productionApp(t, url)
+  const admin = postgres(primary.url('postgres'), { max: 1, onnotice: () => {} })
+  t.teardown(() => admin.end())
+  const locked = admin.begin(async (tx) => {
+    await tx`lock table users in access exclusive mode`
+    await new Promise((resolve) => setTimeout(resolve, 8000))
+  })
+  await new Promise((resolve) => setTimeout(resolve, 300))
+  const started = Date.now()
+  const answer = await signup(app, 'blocked')
+  const waited = Date.now() - started
+  t.equal(answer.statusCode, 503)
+  t.strictSame(answer.json(), { statusCode: 503, error: 'Service Unavailable', message: 'Servicio no disponible' })
+  t.ok(waited < 7500, `answered after ${waited} ms`)
+  await locked
+  t.strictSame(await primary.query('select count(*)::int as rows from users where username = \'blocked\''), [{ rows: 0 }], 'no row once the lock is gone')
+  const codes = (cause: any): unknown[] => cause ? [cause.code, ...codes(cause.cause)] : []
+  const [line] = log.lines.filter((l) => l.msg === 'service unavailable')
+  t.ok(codes(line?.cause).includes(expectedCode), `the server cancelled it (${expectedCode}): its statement_timeout holds`)
+}
+
+t.test('a sign-up blocked by a table lock through PgBouncer: 503 within 7.5 s, cancelled by the server, no row', { skip }, async (t) => {
+  const primary = await createPrimary(t)
+  const bouncer = await startPgBouncer(t, primary)
+  await blockedSignup(t, primary, bouncer.url('postgres'), '57014')
+})
+
+t.test('the same on a direct connection', { skip: pgServersSkip() }, async (t) => {
+  const primary = await createPrimary(t)
+  await blockedSignup(t, primary, primary.url('postgres'), '57014')
+})

@@ -1,0 +1,84 @@
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
+import t, { type Test } from 'tap'
+import { createCertificates } from '../support/pg-certificates.js'
+import { createPrimary, pgServersSkip } from '../support/pg-servers.js'
+import { productionApp } from '../support/production-app.js'
+import { createTcpProxy } from '../support/tcp-proxy.js'
+import { spawnServer, TEST_SECRET, freePort } from '../server-process.js'
+
+// A server of the test's own with TLS, its certificate signed by a CA made here.
+t.setTimeout(300_000)
+const skip = pgServersSkip(['openssl'])
+
+async function tlsServer (t: Test) {
+  const dir = mkdtempSync(join(tmpdir(), 'ums-tls-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  const certificates = await createCertificates(dir, ['127.0.0.1', 'localhost'])
+  const server = await createPrimary(t, { tls: certificates })
+  return { server, certificates }
+}
+
+t.test('verify-full against a CA file serves, and every connection of the service is encrypted', { skip }, async (t) => {
+  const { server, certificates } = await tlsServer(t)
+  for (const [index, host] of ['127.0.0.1', 'localhost'].entries()) {
+    const { app, management } = await productionApp(t, `postgres://postgres@${host}:${server.port}/postgres?sslmode=verify-full&sslrootcert=${certificates.ca}`)
+    const created = await app.inject({ method: 'POST', url: '/auth/signup', payload: { username: `tls${index}`, email: `tls${index}@example.com`, password: 'Secreto123' } })
+    t.equal(created.statusCode, 201, `signed up over TLS to ${host}`)
+    const ready = await management.inject('/health/ready')
+    t.strictSame([ready.statusCode, ready.json()], [200, { status: 'up', database: 'up' }])
+  }
+  const connections = await server.query("select a.application_name as name, s.ssl from pg_stat_activity a join pg_stat_ssl s using (pid) where a.application_name like 'user-management%' order by 1")
+  t.ok(connections.length >= 2, `${connections.length} connections of the service`)
+  t.strictSame(connections.filter((c) => c.ssl !== true), [], 'all encrypted')
+})
+
+t.test('a certificate the CA did not sign stops the start: exit 1, one line naming the problem', { skip }, async (t) => {
+  const { server, certificates } = await tlsServer(t)
+  const port = await freePort()
+  const started = spawnServer(t, { APP_PROFILE: 'production', PORT: String(port), MANAGEMENT_PORT: 'off', JWT_SECRET: TEST_SECRET, DATABASE_URL: `postgres://postgres@127.0.0.1:${server.port}/postgres?sslmode=verify-full&sslrootcert=${certificates.otherCa}` })
+  const exit = await started.exited
+  t.strictSame(exit, { code: 1, signal: null })
+  const lines = started.stderr().trim().split('\n')
+  t.equal(lines.length, 1, lines.join(' | '))
+  t.match(lines[0], /^Startup failed: .*UNABLE_TO_VERIFY_LEAF_SIGNATURE: unable to verify the first certificate$/)
+})
+
+t.test('TLS through a path that goes silent (half-open): every answer within 11 s, a 200 within 10 s, ready within 15 s', { skip }, async (t) => {
+  const { server } = await tlsServer(t)
+  const proxy = await createTcpProxy({ host: '127.0.0.1', port: server.port })
+  t.teardown(proxy.close)
+  const { app, management } = await productionApp(t, `postgres://postgres@127.0.0.1:${proxy.port}/postgres?sslmode=require`)
+  await app.inject({ method: 'POST', url: '/auth/signup', payload: { username: 'halfopen', email: 'half.open@example.com', password: 'Secreto123' } })
+  const token = (await app.inject({ method: 'POST', url: '/auth/login', payload: { email: 'half.open@example.com', password: 'Secreto123' } })).json().token
+  const answers: Array<{ status: number, startedAt: number, ms: number }> = []
+  let running = true
+  const loop = async () => {
+    while (running) {
+      const startedAt = Date.now()
+      const me = await app.inject({ url: '/users/me', headers: { authorization: `Bearer ${token}` } })
+      answers.push({ status: me.statusCode, startedAt, ms: Date.now() - startedAt })
+      await sleep(20)
+    }
+  }
+  const loops = [loop(), loop(), loop(), loop()]
+  await sleep(1000)
+  await proxy.cut('half-open')
+  const cutAt = Date.now()
+  let readyAt: number | undefined
+  while (Date.now() - cutAt < 15_000 && readyAt === undefined) {
+    const ready = await management.inject('/health/ready')
+    if (ready.statusCode === 200 && Date.now() - cutAt > 1000) readyAt = Date.now()
+    await sleep(200)
+  }
+  await sleep(Math.max(0, cutAt + 12_000 - Date.now()))
+  running = false
+  await Promise.all(loops)
+  const firstOk = answers.find((a) => a.status === 200 && a.startedAt > cutAt + 100)
+  t.comment(`${answers.length} answers; slowest ${Math.max(...answers.map((a) => a.ms))} ms; first 200 after the cut ${firstOk ? firstOk.startedAt + firstOk.ms - cutAt : 'never'} ms; ready ${readyAt ? readyAt - cutAt : 'never'} ms`)
+  t.strictSame(answers.filter((a) => a.ms > 11_000 || (a.status !== 200 && a.status !== 503)), [], 'every answer 200 or 503, within 11 s')
+  t.ok(firstOk && firstOk.startedAt + firstOk.ms - cutAt < 10_000, 'a 200 within 10 s of the cut')
+  t.ok(readyAt !== undefined, 'ready within 15 s')
+})
