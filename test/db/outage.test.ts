@@ -27,7 +27,7 @@ async function proxiedDatabase (t: Test) {
 }
 
 // Refused and black-holed connections fail within the 1 s connect and acquire timeouts; sockets that
-// go silent (half-open) within the 6 s answer deadline (src/db/socket-watch.ts). The pause (about 4 s)
+// go silent (half-open) within the 6 s answer deadline (src/db/connector.ts). The pause (about 4 s)
 // is shorter than that deadline: what it held answers, 201 or 503, once it ends.
 const SLOWEST_MS = { refuse: 3000, 'black-hole': 3000, 'half-open': 10_000, pause: 10_000 } as const
 for (const mode of ['refuse', 'black-hole', 'half-open', 'pause'] as const) t.test(`PostgreSQL cut (${mode}) under a stream of sign-ups and brought back`, { skip }, async (t) => {
