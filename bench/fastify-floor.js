@@ -2,8 +2,8 @@
 // the service's per-request extras added part by part, to show what the framework and each
 // part cost (BENCHMARKS.md, "What Fastify and the contract's extras cost"). FLOOR_PARTS, any of:
 //   schema  the body and response schemas (Ajv, fast-json-stringify)
-//   log     the service's request log line and production logger options (src/logger.ts, from the build)
-//   hooks   hooks of the service's shape: the deadline's arrival queue (src/arrival-queue.ts, from the
+//   log     the service's request log line and production logger options (src/telemetry/logger.ts, from the build)
+//   hooks   hooks of the service's shape: the deadline's arrival queue (src/http/arrival-queue.ts, from the
 //           build), onRequest/preParsing/onSend hooks, headers
 //   uuid    a random request id (randomUUID) for every request
 // The token check is an async onRequest hook, as in the service; the look-up is postgres.js's.
@@ -12,8 +12,8 @@
 import { randomUUID } from 'node:crypto'
 import Fastify, { LogController } from 'fastify'
 import postgres from 'postgres'
-import { createArrivalQueue } from '../dist/arrival-queue.js'
-import { loggerOptions, requestLogHook } from '../dist/logger.js'
+import { createArrivalQueue } from '../dist/http/arrival-queue.js'
+import { loggerOptions, requestLogHook } from '../dist/telemetry/logger.js'
 import { ceilingVerifier } from './lib.js'
 
 const env = process.env

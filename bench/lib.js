@@ -184,7 +184,7 @@ export async function meLoader (base, user) {
  */
 export async function startInProcessApp (prefix, { port } = {}) {
   const [{ default: argon2 }, { default: pino }, { loadConfig }, { buildApp }, { loggerOptions }] = await Promise.all([
-    import('argon2'), import('pino'), import('../dist/config.js'), import('../dist/app.js'), import('../dist/logger.js')
+    import('argon2'), import('pino'), import('../dist/config/index.js'), import('../dist/app.js'), import('../dist/telemetry/logger.js')
   ])
   const login = { email: 'bench-user@example.com', password: 'Bench12345' }
   const database = await createDatabase(prefix)

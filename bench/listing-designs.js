@@ -85,12 +85,12 @@ const paged = (pages) => (sql) => { const make = pages(sql); return (res) => str
 
 /**
  * src/users/users-listing.ts as it is, with `size` rows a page: COPY text per keyset page,
- * turned into JSON chunks by src/users/user-json.ts and streamed as they fill.
+ * turned into JSON chunks by src/db/copy-json.ts and streamed as they fill.
  */
 const copyPages = (size) => () => {
-  const database = connectPostgres({ url: process.env.DATABASE_URL, poolMax: 10 })
+  const opening = connectPostgres({ url: process.env.DATABASE_URL, poolMax: 10 })
   return async (res) => {
-    const body = await usersJsonStream(database, size)
+    const body = await usersJsonStream(await opening, size)
     res.writeHead(200, JSON_TYPE)
     await pipeline(body, res)
   }

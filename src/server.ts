@@ -1,11 +1,12 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import closeWithGrace from 'close-with-grace'
-import { ConfigError, loadConfig, type Config } from './config.js'
+import { ConfigError, loadConfig, type Config } from './config/index.js'
 import { buildApp, type App } from './app.js'
 import { buildManagementApp, type ManagementApp } from './management/management-app.js'
-import { createMetrics } from './metrics-registry.js'
-import { describeFailure, loggerOptions } from './logger.js'
-import { logSecurityEvent } from './security-events.js'
+import { createMetrics } from './telemetry/metrics.js'
+import { loggerOptions } from './telemetry/logger.js'
+import { describeFailure } from './telemetry/error-description.js'
+import { logSecurityEvent } from './telemetry/security-events.js'
 
 /** Longest wait for in-flight requests once the listener stops accepting (CONTRACT §7). */
 const IN_FLIGHT_MS = 10_000

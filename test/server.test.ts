@@ -1,5 +1,5 @@
 import t from 'tap'
-import { DEV_JWT_SECRET, SECRET_PLACEHOLDER } from '../src/config.js'
+import { DEV_JWT_SECRET, SECRET_PLACEHOLDER } from '../src/config/index.js'
 import { build, createPostgresDatabase, seedAccounts } from './helper.js'
 import { TEST_SECRET, freePort, http, portIsFree, spawnServer, waitFor, waitReady } from './server-process.js'
 

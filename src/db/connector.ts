@@ -1,12 +1,10 @@
-import { connect, isIP, Socket } from 'node:net'
-import { connect as connectTls } from 'node:tls'
+import { connect, Socket } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { describeHost, type DatabaseTarget } from '../config/database-url.js'
-import { tlsSettings, TlsRefusedError } from './tls.js'
+import { negotiateTls, tlsSettings } from './tls.js'
 import { closeAtOnce } from './postgres-internals.js'
+import { createAnswerWatch } from './answer-watch.js'
 
-// PostgreSQL's SSLRequest: length 8, code 80877103. The server answers one byte, S or N.
-const SSL_REQUEST = Buffer.from([0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f])
 /** A host that failed or refused writes is tried after the others for this long. */
 const AVOID_MS = 5000
 /**
@@ -25,14 +23,6 @@ export interface ConnectorOptions {
   readonly now?: () => number
 }
 
-interface Watched {
-  readonly socket: Socket
-  readonly hostIndex: number
-  /** When the client last wrote with no answer since; null while nothing is awaited. */
-  awaitingSince: number | null
-  lastRead: number
-}
-
 /** A TCP connect (or a socket folder's connect) that did not complete in time. */
 export class ConnectTimeoutError extends Error {
   readonly code = 'CONNECT_TIMEOUT'
@@ -46,45 +36,29 @@ export class ConnectTimeoutError extends Error {
  *   walks the list until it finds the primary, after a fail-over too;
  * - TLS: negotiated here with libpq's `sslmode` (postgres.js is told none), so the socket
  *   postgres.js writes to is the one carrying the plain protocol, whatever the transport;
- * - the answer deadline: PostgreSQL answers everything it is sent, within statement_timeout, so
- *   a socket awaiting an answer past the deadline sits on a dead path (half-open, black hole).
- *   It is destroyed, with the idle ones silent since: postgres.js fails its query with
- *   CONNECTION_CLOSED (503) and opens a new connection for the next.
+ * - the answer deadline (src/db/answer-watch.ts), on the socket that carries the protocol.
  */
 export function createConnector (target: DatabaseTarget, { connectTimeoutMs, answerDeadlineMs, now = Date.now }: ConnectorOptions) {
   const tls = tlsSettings(target)
-  const sockets = new Map<Socket, Watched>()
+  const answers = createAnswerWatch({ answerDeadlineMs, now })
+  const hostOf = new WeakMap<Socket, number>()
   const avoidUntil = target.hosts.map(() => 0)
   let cursor = 0
-  let lastAnswered: Watched | undefined
 
-  /** One host: TCP, then the SSLRequest and the handshake that `sslmode` asks for. */
+  /** One host: TCP, then what `sslmode` asks for (src/db/tls.ts), within the connect timeout. */
   function connectHost (index: number): Promise<Socket> {
     const { host, port } = target.hosts[index]
     return new Promise((resolve, reject) => {
       const raw = host.startsWith('/') ? connect(`${host}/.s.PGSQL.${port}`) : connect(port, host)
       const fail = (error: Error) => { clearTimeout(timer); raw.destroy(); reject(error) }
       const timer = setTimeout(() => fail(new ConnectTimeoutError(`no connection to ${describeHost(target.hosts[index])} within ${connectTimeoutMs} ms`)), connectTimeoutMs)
-      const done = (socket: Socket) => {
-        clearTimeout(timer)
-        raw.removeListener('error', fail)
-        resolve(socket)
-      }
       raw.once('error', fail)
       raw.once('connect', () => {
-        if (!tls) return done(raw)
-        raw.write(SSL_REQUEST)
-        raw.once('data', (answer) => {
-          if (answer[0] === 0x53) {
-            const secure = connectTls({ ...tls.options, socket: raw, host, servername: isIP(host) ? undefined : host })
-            secure.once('error', fail)
-            secure.once('secureConnect', () => { secure.removeListener('error', fail); done(secure) })
-          } else if (answer[0] === 0x4e && !tls.required) {
-            done(raw)
-          } else {
-            fail(new TlsRefusedError(`${describeHost(target.hosts[index])} does not accept TLS, which sslmode=${target.sslMode} requires`))
-          }
-        })
+        negotiateTls(raw, target.hosts[index], target.sslMode, tls).then((socket) => {
+          clearTimeout(timer)
+          raw.removeListener('error', fail)
+          resolve(socket)
+        }, fail)
       })
     })
   }
@@ -97,27 +71,16 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
     return [...turn.filter((i) => avoidUntil[i] <= at), ...turn.filter((i) => avoidUntil[i] > at)]
   }
 
-  function watch (socket: Socket, hostIndex: number): Socket {
+  /** Watched for answers; a connection that closes soon after it opened pauses its host. */
+  function watched (socket: Socket, hostIndex: number): Socket {
     const opened = now()
-    const state: Watched = { socket, hostIndex, awaitingSince: null, lastRead: opened }
-    sockets.set(socket, state)
-    const write = socket.write.bind(socket) as (...args: unknown[]) => boolean
-    socket.write = ((...args: unknown[]) => {
-      state.awaitingSince ??= now()
-      return write(...args)
-    }) as typeof socket.write
-    socket.on('data', () => {
-      state.awaitingSince = null
-      state.lastRead = now()
-      lastAnswered = state
-    })
+    hostOf.set(socket, hostIndex)
     socket.once('close', () => {
-      sockets.delete(socket)
       if (now() - opened < SHORT_LIVED_MS) avoidUntil[hostIndex] = Math.max(avoidUntil[hostIndex], now() + PAUSE_MS)
     })
     // postgres.js listens for errors once it has the socket; until then one must not crash the process.
     socket.on('error', () => {})
-    return socket
+    return answers.watch(socket)
   }
 
   /**
@@ -132,7 +95,7 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
     if (wait > 0) await sleep(Math.min(wait, PAUSE_MS))
     for (const index of attemptOrder()) {
       try {
-        return watch(await connectHost(index), index)
+        return watched(await connectHost(index), index)
       } catch (error) {
         lastError = error as Error
         avoidUntil[index] = now() + AVOID_MS
@@ -148,46 +111,22 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
     return failed
   }
 
-  /** Destroys the sockets past their deadline, and the idle ones silent since; returns how many. */
-  function sweep (): number {
-    const at = now()
-    let since = Infinity
-    for (const state of sockets.values()) {
-      if (state.awaitingSince !== null && at - state.awaitingSince >= answerDeadlineMs) since = Math.min(since, state.awaitingSince)
-    }
-    if (since === Infinity) return 0
-    let destroyed = 0
-    for (const state of sockets.values()) {
-      const stuck = state.awaitingSince !== null && at - state.awaitingSince >= answerDeadlineMs
-      const silentIdle = state.awaitingSince === null && state.lastRead < since
-      if (stuck || silentIdle) {
-        state.socket.destroy()
-        destroyed++
-      }
-    }
-    return destroyed
-  }
-
-  const timer = Number.isFinite(answerDeadlineMs) ? setInterval(sweep, Math.min(250, answerDeadlineMs / 4)) : undefined
-  timer?.unref()
-
   return {
     open,
-    sweep,
+    sweep: answers.sweep,
     /**
      * Closes the connection whose server answered last, and tries its host after the others
      * for a while. Called from a query's rejection, which postgres.js settles while handling
      * that very answer: its reactions run before any other socket's data is handled.
      */
     dropLastAnswered: () => {
-      if (!lastAnswered) return
-      avoidUntil[lastAnswered.hostIndex] = now() + AVOID_MS
-      sockets.delete(lastAnswered.socket)
-      closeAtOnce(lastAnswered.socket)
+      const socket = answers.takeLastAnswered()
+      if (!socket) return
+      avoidUntil[hostOf.get(socket) ?? 0] = now() + AVOID_MS
+      closeAtOnce(socket)
     },
-    /** Every socket, at once: for a probe that gave up. */
-    destroyAll: () => { for (const socket of sockets.keys()) socket.destroy() },
-    stop: () => clearInterval(timer)
+    destroyAll: answers.destroyAll,
+    stop: answers.stop
   }
 }
 

@@ -1,6 +1,7 @@
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core'
-import type { UserRecord } from '../schemas/users.js'
 import type * as schema from './schema.js'
+import type { PublicUser } from './schema.js'
+import type { CopyPage } from './queries.js'
 import { DatabaseTimeoutError } from './pg-errors.js'
 
 export type AppDatabase = PgDatabase<PgQueryResultHKT, typeof schema>
@@ -35,12 +36,12 @@ export interface Database {
   ping (timeoutMs?: number): Promise<void>
   migrationState (timeoutMs?: number): Promise<MigrationState>
   /**
-   * Users with an id above `after`, at most `size`, ordered by id: `id`, `username`, `email`,
-   * `role` in PostgreSQL's COPY text format, handed to `onText` in whole lines as they arrive.
+   * Users with an id above `page.after`, at most `page.size`, ordered by id: `page.columns` in
+   * PostgreSQL's COPY text format, handed to `onText` in whole lines as they arrive.
    */
-  copyUserPage (after: number, size: number, onText: (text: Uint8Array) => void): Promise<void>
+  copyUserPage (page: CopyPage, onText: (text: Uint8Array) => void): Promise<void>
   /** The public records of the users among `ids` (USERS_BY_IDS_SQL), in no particular order. */
-  usersByIds (ids: readonly number[]): Promise<UserRecord[]>
+  usersByIds (ids: readonly number[]): Promise<PublicUser[]>
   poolStats (): PoolStats
   close (): Promise<void>
 }

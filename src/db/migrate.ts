@@ -6,7 +6,7 @@ import { migrate as migratePostgres } from 'drizzle-orm/postgres-js/migrator'
 import postgres from 'postgres'
 import { parseDatabaseUrl } from '../config/database-url.js'
 import { createConnector } from './connector.js'
-import { clientOptions } from './postgres.js'
+import { clientOptions } from './postgres-options.js'
 
 /** Found from src/db (tsx) and dist/db (built) alike. */
 export const migrationsFolder = fileURLToPath(new URL('../../drizzle', import.meta.url))

@@ -1,4 +1,4 @@
-import type { Config } from '../config.js'
+import type { Config } from '../config/index.js'
 import type { Database } from './database.js'
 import { migratePostgresDatabase } from './migrate.js'
 import { connectPostgres } from './postgres.js'

@@ -4,7 +4,7 @@ import { sql } from 'drizzle-orm'
 import type { PGlite } from '@electric-sql/pglite'
 import * as schema from './schema.js'
 import { withTimeout, type Database } from './database.js'
-import type { UserRecord } from '../schemas/users.js'
+import type { PublicUser } from './schema.js'
 import { MIGRATION_STATE_SQL, USERS_BY_IDS_SQL, userCopyPageSql } from './queries.js'
 
 /** A PGlite database and what only PGlite can do: apply migrations in-process, dump its data dir. */
@@ -28,12 +28,12 @@ export async function connectPglite (snapshot?: Blob): Promise<PgliteDatabase> {
       const { rows: [row] } = await withTimeout(db.execute<{ applied: number, latest: string }>(sql.raw(MIGRATION_STATE_SQL)), timeoutMs)
       return { applied: row.applied, latest: Number(row.latest) }
     },
-    async copyUserPage (after, size, onText) {
+    async copyUserPage (page, onText) {
       // PGlite hands COPY's output over as one Blob.
-      const { blob } = await client.query(userCopyPageSql(after, size, '\'/dev/blob\''))
+      const { blob } = await client.query(userCopyPageSql(page, '\'/dev/blob\''))
       if (blob) onText(new Uint8Array(await blob.arrayBuffer()))
     },
-    usersByIds: async (ids) => (await client.query<UserRecord>(USERS_BY_IDS_SQL, [ids])).rows,
+    usersByIds: async (ids) => (await client.query<PublicUser>(USERS_BY_IDS_SQL, [ids])).rows,
     // One connection in the process, serialised by PGlite itself.
     poolStats: () => ({ max: 1, inFlight: 0, waiting: 0, acquireTimeouts: 0 }),
     close: () => client.close()

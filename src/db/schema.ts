@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm'
 import { check, integer, pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core'
-import { DEFAULT_ROLE, ROLES, type Role } from '../users/user.js'
+import { DEFAULT_ROLE, ROLES, type Role } from '../schemas/roles.js'
 
 export const users = pgTable('users', {
   id: integer().primaryKey().generatedAlwaysAsIdentity(),
@@ -20,6 +20,8 @@ export const users = pgTable('users', {
 ])
 
 export type UserRow = typeof users.$inferSelect
+/** A user as the service shows it: never the password hash or the username key. */
+export type PublicUser = Pick<UserRow, 'id' | 'username' | 'email' | 'role'>
 
 /**
  * CONTRACT §9's familiar addresses: where each account logged in successfully (the client

@@ -1,6 +1,10 @@
 import { readFileSync } from 'node:fs'
-import type { ConnectionOptions } from 'node:tls'
-import { DatabaseUrlError, type DatabaseTarget } from '../config/database-url.js'
+import { isIP, type Socket } from 'node:net'
+import { connect, type ConnectionOptions } from 'node:tls'
+import { DatabaseUrlError, describeHost, type DatabaseHost, type DatabaseTarget, type SslMode } from '../config/database-url.js'
+
+// PostgreSQL's SSLRequest: length 8, code 80877103. The server answers one byte, S or N.
+const SSL_REQUEST = Buffer.from([0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f])
 
 /** The server answered the SSLRequest with "no" where `sslmode` requires TLS. */
 export class TlsRefusedError extends Error {
@@ -37,4 +41,27 @@ export function tlsSettings (target: DatabaseTarget): TlsSettings | null {
   const ca = target.sslRootCert && target.sslRootCert !== 'system' ? { ca: readPem('sslrootcert', target.sslRootCert) } : {}
   const identity = target.sslMode === 'verify-ca' ? { checkServerIdentity: () => undefined } : {}
   return { options: { ...client, ...ca, ...identity, rejectUnauthorized: true }, required: true }
+}
+
+/**
+ * On a connected socket: nothing without TLS; else the SSLRequest, and on the server's yes the
+ * handshake (on its no, plain text where `prefer` allows it). Resolves with the socket that
+ * carries the protocol: the TLS one, or the plain one.
+ */
+export function negotiateTls (raw: Socket, { host, port }: DatabaseHost, sslMode: SslMode, tls: TlsSettings | null): Promise<Socket> {
+  if (!tls) return Promise.resolve(raw)
+  return new Promise((resolve, reject) => {
+    raw.write(SSL_REQUEST)
+    raw.once('data', (answer) => {
+      if (answer[0] === 0x53) {
+        const secure = connect({ ...tls.options, socket: raw, host, servername: isIP(host) ? undefined : host })
+        secure.once('error', reject)
+        secure.once('secureConnect', () => { secure.removeListener('error', reject); resolve(secure) })
+      } else if (answer[0] === 0x4e && !tls.required) {
+        resolve(raw)
+      } else {
+        reject(new TlsRefusedError(`${describeHost({ host, port })} does not accept TLS, which sslmode=${sslMode} requires`))
+      }
+    })
+  })
 }

@@ -1,7 +1,7 @@
 import { and, eq, gt, lt, ne, sql } from 'drizzle-orm'
 import type { AppDatabase } from '../db/database.js'
 import { familiarAddresses, users } from '../db/schema.js'
-import { normalizeEmail } from '../users/user.js'
+import { normalizeEmail } from '../schemas/user-rules.js'
 import { FAMILIAR_MS } from './policy.js'
 
 export interface FamiliarAddresses {

@@ -1,5 +1,5 @@
 import fp from 'fastify-plugin'
-import type { Config } from '../config.js'
+import type { Config } from '../config/index.js'
 import type { Database } from '../db/database.js'
 import { openDatabase } from '../db/open-database.js'
 

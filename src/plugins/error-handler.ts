@@ -2,11 +2,11 @@ import fp from 'fastify-plugin'
 import { HttpError } from '@fastify/sensible'
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
 import { databaseUnavailable } from '../db/pg-errors.js'
-import { DuplicateUserError } from '../domain-errors.js'
-import { duplicateFields, fieldErrors, httpError } from '../error-bodies.js'
-import { messages } from '../messages.js'
-import { requestSecurityEvent } from '../security-events.js'
-import { describeError } from '../logger.js'
+import { DuplicateUserError } from '../http/errors.js'
+import { duplicateFields, fieldErrors, httpError } from '../http/error-bodies.js'
+import { messages } from '../http/messages.js'
+import { requestSecurityEvent } from '../telemetry/security-events.js'
+import { describeError } from '../telemetry/error-description.js'
 
 // Fastify's and its plugins' own client errors, in the contract's words.
 const FRAMEWORK_ERRORS: Record<string, [number, string]> = {

@@ -1,8 +1,8 @@
 import type { Socket } from 'node:net'
 import fp from 'fastify-plugin'
-import { httpError } from '../error-bodies.js'
-import { refuse } from '../http-refusals.js'
-import { messages } from '../messages.js'
+import { httpError } from '../http/error-bodies.js'
+import { refuse } from '../http/refusals.js'
+import { messages } from '../http/messages.js'
 
 // Node's own test of the header (lib/_http_server.js).
 const CONTINUE = /(?:^|\W)100-continue(?:$|\W)/i

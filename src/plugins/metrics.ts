@@ -1,5 +1,5 @@
 import fp from 'fastify-plugin'
-import { createMetrics, UNMATCHED_ROUTE, type Metrics } from '../metrics-registry.js'
+import { createMetrics, UNMATCHED_ROUTE, type Metrics } from '../telemetry/metrics.js'
 
 declare module 'fastify' {
   interface FastifyInstance {

@@ -1,8 +1,8 @@
 import fp from 'fastify-plugin'
 import type { FastifyReply } from 'fastify'
-import { httpError } from '../error-bodies.js'
-import { messages } from '../messages.js'
-import { createArrivalQueue } from '../arrival-queue.js'
+import { httpError } from '../http/error-bodies.js'
+import { messages } from '../http/messages.js'
+import { createArrivalQueue } from '../http/arrival-queue.js'
 
 /** CONTRACT §7: no request waits longer than this for its answer to start. */
 export const RESPONSE_DEADLINE_MS = 10_000

@@ -1,6 +1,6 @@
 import fp from 'fastify-plugin'
-import type { Config } from '../config.js'
-import { seedDevelopmentAccounts } from '../db/seed.js'
+import type { Config } from '../config/index.js'
+import { seedDevelopmentAccounts } from '../users/seed.js'
 import { createPasswordManager, type PasswordManager } from '../users/password-manager.js'
 import { createUsersRepository, type UsersRepository } from '../users/users-repository.js'
 

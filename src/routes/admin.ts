@@ -37,7 +37,7 @@ const adminRoutes: FastifyPluginAsyncTypebox = async function (app) {
     // Fastify's HEAD twin would run the whole listing only to drain it: answer the headers alone.
     if (request.method === 'HEAD') return reply.type('application/json; charset=utf-8').send(Readable.from([]))
     // A stream bypasses the serializer: each record is written with exactly the schema's
-    // four fields (src/users/user-json.ts). Fastify destroys the stream if the client goes
+    // four fields (src/db/copy-json.ts). Fastify destroys the stream if the client goes
     // away, which stops the listing between two pages: no cursor or transaction is left open.
     return reply.type('application/json; charset=utf-8').send(await usersJsonStream(app.database))
   })

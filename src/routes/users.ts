@@ -1,11 +1,11 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { ForbiddenError } from '../domain-errors.js'
-import { requestSecurityEvent } from '../security-events.js'
-import { messages } from '../messages.js'
+import { ForbiddenError } from '../http/errors.js'
+import { requestSecurityEvent } from '../telemetry/security-events.js'
+import { messages } from '../http/messages.js'
 import { ref } from '../schemas/common.js'
 import { badRequestReply, commonReplies, errorReply, unauthorizedReply, unavailableReply } from '../schemas/error-responses.js'
 import { jsonResponse } from '../schemas/responses.js'
-import { normalizeEmail } from '../users/user.js'
+import { normalizeEmail } from '../schemas/user-rules.js'
 import { MeBody, UserRecord } from '../schemas/users.js'
 
 /** GET /users/me: the caller's own record, for ROLE_USER tokens only. */

@@ -1,6 +1,7 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox'
-import { ROLES, USERNAME_BLANK, USERNAME_CHARACTERS, USERNAME_LENGTH } from '../users/user.js'
-import { MAX_EMAIL_LENGTH } from '../validation.js'
+import { ROLES } from '../schemas/roles.js'
+import { USERNAME_BLANK, USERNAME_CHARACTERS, USERNAME_LENGTH } from '../schemas/user-rules.js'
+import { MAX_EMAIL_LENGTH } from '../http/validation.js'
 
 // "Blank" is part of "missing" in CONTRACT §4; `type: 'string'` inside keeps a number from
 // also being reported as blank. The errors plugin maps each keyword to its message.
@@ -13,7 +14,7 @@ export const Role = Type.Union(ROLES.map((role) => Type.Literal(role)), { exampl
 /**
  * CONTRACT §4: not blank, 3–20 code points of the NFC form (`x-nfc-length`, an OpenAPI extension keyword), no control or
  * invisible characters (`pattern`), no white space at either end (`x-no-outer-space`); the last
- * two keywords are ours (src/validation.ts).
+ * two keywords are ours (src/http/validation.ts).
  */
 export const Username = Type.String({
   not: { type: 'string', pattern: USERNAME_BLANK },
@@ -24,7 +25,7 @@ export const Username = Type.String({
   examples: ['ana']
 })
 
-/** The `email` format is replaced by a linear check that runs after the length cap (src/validation.ts). */
+/** The `email` format is replaced by a linear check that runs after the length cap (src/http/validation.ts). */
 export const Email = Type.String({ format: 'email', maxLength: MAX_EMAIL_LENGTH, not: blank, examples: ['ana@example.com'] })
 
 export const NewPassword = Type.String({

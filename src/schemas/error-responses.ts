@@ -1,6 +1,6 @@
 import { STATUS_CODES } from 'node:http'
 import { Type, type TSchema } from '@sinclair/typebox'
-import { messages } from '../messages.js'
+import { messages } from '../http/messages.js'
 import { ref } from './common.js'
 import { headers, jsonResponse, type Example } from './responses.js'
 
@@ -30,7 +30,7 @@ export const errorSchemas: TSchema[] = [HttpError, FieldErrors, DuplicateFields]
 
 type MessageKey = { [K in keyof typeof messages]: typeof messages[K] extends string ? K : never }[keyof typeof messages]
 
-/** The body the service sends for `status` with `message` (src/error-bodies.ts builds the same). */
+/** The body the service sends for `status` with `message` (src/http/error-bodies.ts builds the same). */
 const errorBody = (status: number, key: MessageKey) => ({ statusCode: status, error: STATUS_CODES[status], message: messages[key] })
 
 function errorExamples (status: number, keys: MessageKey[]): Record<string, Example> {

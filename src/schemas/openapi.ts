@@ -1,5 +1,5 @@
 import type { FastifyDynamicSwaggerOptions } from '@fastify/swagger'
-import type { Config } from '../config.js'
+import type { Config } from '../config/index.js'
 import { errorSchemas } from './error-responses.js'
 import { userSchemas } from './users.js'
 

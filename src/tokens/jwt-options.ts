@@ -1,8 +1,8 @@
 import type { JsonWebKey } from 'node:crypto'
 import type { FastifyRequest } from 'fastify'
 import type { FastifyJWTOptions, TokenOrHeader } from '@fastify/jwt'
-import type { Config } from '../config.js'
-import type { SigningKey } from './signing-keys.js'
+import type { Config } from '../config/index.js'
+import type { SigningKey } from '../config/signing-keys.js'
 
 type JwtSettings = Config['jwt']
 

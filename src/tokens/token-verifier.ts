@@ -1,5 +1,5 @@
 import { createDecoder, createVerifier } from 'fast-jwt'
-import type { Config } from '../config.js'
+import type { Config } from '../config/index.js'
 import { ownKeys, ownPublicKey, verifyOptions } from './jwt-options.js'
 
 type JwtSettings = Config['jwt']

@@ -1,6 +1,16 @@
 import { Readable } from 'node:stream'
 import type { Database } from '../db/database.js'
-import { createUserJsonWriter } from './user-json.js'
+import { createCopyJsonWriter, type CopyField } from '../db/copy-json.js'
+import type { PublicColumn } from '../db/queries.js'
+import { UserRecord } from '../schemas/users.js'
+
+/**
+ * What each listed user holds: the fields of the UserRecord schema, in its order, so that the
+ * listing's JSON cannot drift from the schema that documents it and serializes the other routes.
+ */
+export const LISTING_FIELDS: readonly CopyField[] = Object.entries(UserRecord.properties)
+  .map(([name, schema]) => ({ name, kind: schema.type === 'integer' ? 'integer' : 'string' }))
+const columns = LISTING_FIELDS.map((field) => field.name as PublicColumn)
 
 /** Rows per keyset page of the admin listing: one short COPY each. */
 export const LISTING_PAGE_SIZE = 5000
@@ -34,8 +44,8 @@ export async function usersJsonStream (database: Database, size = LISTING_PAGE_S
   async function fetchPage (): Promise<void> {
     fetching = true
     try {
-      const writer = createUserJsonWriter(push, { continues: after > 0 })
-      await database.copyUserPage(after, size, writer.write)
+      const writer = createCopyJsonWriter(LISTING_FIELDS, push, { continues: after > 0 })
+      await database.copyUserPage({ columns, after, size }, writer.write)
       const page = writer.end()
       after = page.lastId
       // A short page is the last: no query to learn that the next one is empty.

@@ -4,9 +4,11 @@ import type { Database } from '../db/database.js'
 import { publicColumns } from '../db/queries.js'
 import { users } from '../db/schema.js'
 import { uniqueViolation } from '../db/pg-errors.js'
-import { DuplicateUserError, type UniqueField } from '../domain-errors.js'
+import { DuplicateUserError, type UniqueField } from '../http/errors.js'
 import type { UserRecord } from '../schemas/users.js'
-import { DEFAULT_ROLE, MAX_USER_ID, normalizeEmail, normalizeUsername, usernameKey, type Role } from './user.js'
+import { MAX_USER_ID, usernameKey } from './user.js'
+import { DEFAULT_ROLE, type Role } from '../schemas/roles.js'
+import { normalizeEmail, normalizeUsername } from '../schemas/user-rules.js'
 
 export interface NewUser { username: string, email: string, passwordHash: string, role?: Role }
 

@@ -1,4 +1,4 @@
-import { ServiceUnavailableError } from '../domain-errors.js'
+import { ServiceUnavailableError } from '../http/errors.js'
 
 export interface WorkQueueOptions {
   /** Jobs running at once. */

@@ -3,7 +3,7 @@ import t, { type Test } from 'tap'
 import { parseDatabaseUrl } from '../../src/config/database-url.js'
 import { createConnector } from '../../src/db/connector.js'
 import { copyOut, failWaiting, onConnection, type PendingQuery } from '../../src/db/postgres-internals.js'
-import { clientOptions } from '../../src/db/postgres.js'
+import { clientOptions } from '../../src/db/postgres-options.js'
 
 // Canaries for src/db/postgres-internals.ts: each fails when a postgres.js upgrade changes what
 // the service relies on beyond its documented API. (A factory socket that fails before the

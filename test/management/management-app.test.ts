@@ -8,7 +8,7 @@ import { readMigrationFiles } from 'drizzle-orm/migrator'
 import { buildApp } from '../../src/app.js'
 import { migrationsFolder } from '../../src/db/migrate.js'
 import { buildManagementApp } from '../../src/management/management-app.js'
-import { createMetrics } from '../../src/metrics-registry.js'
+import { createMetrics } from '../../src/telemetry/metrics.js'
 import { build, createTestDatabase, login, testConfig, testDatabases, uniqueUser } from '../helper.js'
 
 type Json = Record<string, any>

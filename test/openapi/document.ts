@@ -1,6 +1,6 @@
 import { fileURLToPath } from 'node:url'
 import { buildApp } from '../../src/app.js'
-import { loadConfig } from '../../src/config.js'
+import { loadConfig } from '../../src/config/index.js'
 import { openMigratedPglite } from '../../src/db/snapshot.js'
 
 /** The committed document, produced by `npm run openapi`. */

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { ConfigError } from '../../src/config.js'
+import { ConfigError } from '../../src/config/index.js'
 import { apiUrl, docsOrigins } from '../../src/schemas/openapi.js'
 import { build, seedAccounts, testConfig } from '../helper.js'
 

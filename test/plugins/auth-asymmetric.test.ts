@@ -3,7 +3,7 @@ import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import t, { type Test } from 'tap'
 import { calculateJwkThumbprint } from 'jose'
-import { DEV_JWT_SECRET } from '../../src/config.js'
+import { DEV_JWT_SECRET } from '../../src/config/index.js'
 import { build, login, seedAccounts, testDatabases } from '../helper.js'
 
 // EdDSA and ES256 verification (CONTRACT §6 with JWT_ALGORITHM): tokens are made here by hand

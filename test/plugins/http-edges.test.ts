@@ -1,7 +1,7 @@
 import type { Socket } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import t, { type Test } from 'tap'
-import { baseLoggerOptions } from '../../src/logger.js'
+import { baseLoggerOptions } from '../../src/telemetry/logger.js'
 import { build, captureLog, login, seedAccounts } from '../helper.js'
 import { RawConnection, type RawResponse } from '../support/raw-http.js'
 

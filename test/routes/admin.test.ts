@@ -68,7 +68,7 @@ for (const kind of testDatabases()) {
       const { app, token } = seeded
       const original = app.database.copyUserPage
       let calls = 0
-      app.database.copyUserPage = (after, size, onText) => { calls++; return original(after, size, onText) }
+      app.database.copyUserPage = (page, onText) => { calls++; return original(page, onText) }
       t.teardown(() => { app.database.copyUserPage = original })
       const response = await app.inject({ method: 'HEAD', url: '/admin/users', headers: { authorization: `Bearer ${token}` } })
       t.equal(response.statusCode, 200)
@@ -138,10 +138,10 @@ for (const kind of testDatabases()) {
       const original = app.database.copyUserPage
       const total = Math.ceil((await expectedListing(app)).length / 5000)
       const seen = { pages: 0 }
-      app.database.copyUserPage = async (after, size, onText) => {
+      app.database.copyUserPage = async (page, onText) => {
         seen.pages++
         await delay(100)
-        return original(after, size, onText)
+        return original(page, onText)
       }
       t.teardown(() => { app.database.copyUserPage = original })
 
@@ -184,9 +184,9 @@ for (const kind of testDatabases()) {
       const { port } = app.server.address() as AddressInfo
       const original = app.database.copyUserPage
       let pages = 0
-      app.database.copyUserPage = async (after, size, onText) => {
+      app.database.copyUserPage = async (page, onText) => {
         if (++pages === 2) throw Object.assign(new Error('write CONNECTION_CLOSED'), { code: 'CONNECTION_CLOSED' })
-        return original(after, size, onText)
+        return original(page, onText)
       }
       t.teardown(() => { app.database.copyUserPage = original })
 

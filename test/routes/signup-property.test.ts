@@ -1,6 +1,6 @@
 import t from 'tap'
 import fc from 'fast-check'
-import { messages } from '../../src/messages.js'
+import { messages } from '../../src/http/messages.js'
 import { build } from '../helper.js'
 
 const fieldMessages: Record<string, string[]> = Object.fromEntries(Object.entries(messages.fields).map(([field, rules]) => [field, Object.values(rules)]))

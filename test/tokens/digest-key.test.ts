@@ -1,6 +1,6 @@
 import { generateKeyPairSync } from 'node:crypto'
 import t from 'tap'
-import { emailDigest } from '../../src/security-events.js'
+import { emailDigest } from '../../src/telemetry/security-events.js'
 import { assertBadCredentials, build, captureLog, testConfig, testDatabases } from '../helper.js'
 
 // With EdDSA there is no JWT_SECRET: e-mail digests in the log and the login limiter's keys use

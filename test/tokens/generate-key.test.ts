@@ -1,6 +1,6 @@
 import { createPrivateKey } from 'node:crypto'
 import t from 'tap'
-import { loadConfig } from '../../src/config.js'
+import { loadConfig } from '../../src/config/index.js'
 import { runCli as cli } from '../support/cli-process.js'
 
 // `npm run cli -- generate-key`: a key for a secret store, so standard output holds the PEM and nothing else.

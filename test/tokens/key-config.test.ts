@@ -4,8 +4,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
 import { calculateJwkThumbprint } from 'jose'
-import { DEV_JWT_SECRET, loadConfig } from '../../src/config.js'
-import { jwkThumbprint } from '../../src/tokens/signing-keys.js'
+import { DEV_JWT_SECRET, loadConfig } from '../../src/config/index.js'
+import { jwkThumbprint } from '../../src/config/signing-keys.js'
 import { spawnServer } from '../server-process.js'
 
 // JWT_ALGORITHM, JWT_PRIVATE_KEY and JWT_PRIVATE_KEY_PREVIOUS (CONTRACT §1 with issue 15).

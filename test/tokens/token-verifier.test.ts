@@ -1,7 +1,7 @@
 import { generateKeyPairSync } from 'node:crypto'
 import t from 'tap'
 import { createSigner } from 'fast-jwt'
-import { loadConfig } from '../../src/config.js'
+import { loadConfig } from '../../src/config/index.js'
 import { createTokenVerifier } from '../../src/tokens/token-verifier.js'
 
 // The verifier keeps the verifier each of its own header segments names: what it keeps must never

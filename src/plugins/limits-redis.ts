@@ -1,8 +1,8 @@
 import fp from 'fastify-plugin'
 import type { Redis } from 'ioredis'
 import type { FastifyBaseLogger } from 'fastify'
-import type { Config } from '../config.js'
-import { throttledWarning } from '../logger.js'
+import type { Config } from '../config/index.js'
+import { throttledWarning } from '../telemetry/logger.js'
 
 declare module 'fastify' {
   interface FastifyInstance {

@@ -1,11 +1,11 @@
 import { randomBytes } from 'node:crypto'
 import { eq } from 'drizzle-orm'
 import t, { type Test } from 'tap'
-import { loadConfig } from '../src/config.js'
-import { users } from '../src/db/schema.js'
-import { loggerOptions } from '../src/logger.js'
-import { emailDigest } from '../src/security-events.js'
-import { build, captureLog, seedAccounts, testConfig, testDatabases, uniqueUser } from './helper.js'
+import { loadConfig } from '../../src/config/index.js'
+import { users } from '../../src/db/schema.js'
+import { loggerOptions } from '../../src/telemetry/logger.js'
+import { emailDigest } from '../../src/telemetry/security-events.js'
+import { build, captureLog, seedAccounts, testConfig, testDatabases, uniqueUser } from '../helper.js'
 
 const ISO_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
 const { user, admin } = seedAccounts

@@ -1,6 +1,6 @@
 import { STATUS_CODES } from 'node:http'
 import { FIELD_RULES, messages, type FieldRule, type ValidatedField } from './messages.js'
-import type { UniqueField } from './domain-errors.js'
+import type { UniqueField } from './errors.js'
 
 /** The contract's general error body: `{ statusCode, error, message }`. */
 export function httpError (statusCode: number, message: string) {

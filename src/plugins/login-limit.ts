@@ -1,14 +1,14 @@
 import fp from 'fastify-plugin'
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import type { Config } from '../config.js'
-import { ServiceUnavailableError, TooManyAttemptsError } from '../domain-errors.js'
-import { throttledWarning } from '../logger.js'
-import { emailDigest, requestSecurityEvent } from '../security-events.js'
-import { createMemoryStore, type AttemptStore } from './attempt-stores.js'
-import { createFamiliarAddresses } from './familiar-addresses.js'
-import { createLoginLimiter } from './login-limiter.js'
-import { addressKey } from './policy.js'
-import { createFallbackStore, createRedisStore } from './redis-attempt-store.js'
+import type { Config } from '../config/index.js'
+import { ServiceUnavailableError, TooManyAttemptsError } from '../http/errors.js'
+import { throttledWarning } from '../telemetry/logger.js'
+import { emailDigest, requestSecurityEvent } from '../telemetry/security-events.js'
+import { createMemoryStore, type AttemptStore } from '../limits/attempt-stores.js'
+import { createFamiliarAddresses } from '../limits/familiar-addresses.js'
+import { createLoginLimiter } from '../limits/login-limiter.js'
+import { addressKey } from '../limits/policy.js'
+import { createFallbackStore, createRedisStore } from '../limits/redis-attempt-store.js'
 
 /** One login as the limiter sees it, counted in flight until the route says how it ended. */
 export interface LoginAttempt {

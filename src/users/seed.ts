@@ -1,7 +1,7 @@
-import type { Config } from '../config.js'
-import type { AppDatabase } from './database.js'
-import { users } from './schema.js'
-import { newUserRow } from '../users/users-repository.js'
+import type { Config } from '../config/index.js'
+import type { AppDatabase } from '../db/database.js'
+import { users } from '../db/schema.js'
+import { newUserRow } from './users-repository.js'
 
 /** The two development accounts of CONTRACT §2; never called in production. */
 export async function seedDevelopmentAccounts (db: AppDatabase, seed: Config['seed'], hash: (password: string) => Promise<string>): Promise<void> {

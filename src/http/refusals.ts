@@ -4,7 +4,7 @@ import type { Socket } from 'node:net'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { httpError } from './error-bodies.js'
 import { messages } from './messages.js'
-import { UNMATCHED_ROUTE } from './metrics-registry.js'
+import { UNMATCHED_ROUTE } from '../telemetry/metrics.js'
 
 /*
  * Answers for requests that never reach a route handler: what Node's HTTP parser refuses, and

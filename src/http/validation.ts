@@ -1,7 +1,7 @@
 import { AjvCompiler } from '@fastify/ajv-compiler'
 import type { TSchema } from '@sinclair/typebox'
 import type { Ajv } from 'ajv'
-import { hasOuterSpace, usernameLength } from './users/user.js'
+import { hasOuterSpace, usernameLength } from '../schemas/user-rules.js'
 
 export const MAX_EMAIL_LENGTH = 254
 
@@ -22,7 +22,7 @@ export const ajvOptions = {
   customOptions: { allErrors: true, coerceTypes: false, removeAdditional: false, useDefaults: false },
   onCreate: (ajv: Ajv) => {
     ajv.addFormat('email', { type: 'string', validate: isEmail })
-    // The username rules JSON Schema cannot say (CONTRACT §4); src/error-bodies.ts gives each its rule.
+    // The username rules JSON Schema cannot say (CONTRACT §4); src/http/error-bodies.ts gives each its rule.
     ajv.addKeyword({
       keyword: 'x-nfc-length',
       type: 'string',

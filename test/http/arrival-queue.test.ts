@@ -1,5 +1,5 @@
 import t from 'tap'
-import { createArrivalQueue, type SweepVerdict } from '../src/arrival-queue.js'
+import { createArrivalQueue, type SweepVerdict } from '../../src/http/arrival-queue.js'
 
 interface Item { name: string }
 

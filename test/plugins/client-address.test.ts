@@ -1,6 +1,6 @@
 import Fastify, { type FastifyServerOptions } from 'fastify'
 import t from 'tap'
-import { dropForgedEntries } from '../../src/limits/client-address.js'
+import { dropForgedEntries } from '../../src/plugins/client-address.js'
 import { assertSignedUp, build, captureLog, testDatabases, uniqueUser } from '../helper.js'
 
 const tooMany = { statusCode: 429, error: 'Too Many Requests', message: 'Demasiados intentos, inténtelo más tarde' }

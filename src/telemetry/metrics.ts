@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
-import type { PoolStats } from './db/database.js'
+import type { PoolStats } from '../db/database.js'
 
 /** Label of requests that matched no route: a raw URL would make one series per path tried. */
 export const UNMATCHED_ROUTE = '<unmatched>'

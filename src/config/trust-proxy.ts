@@ -1,5 +1,5 @@
 import { isIP } from 'node:net'
-import { ConfigError } from '../config-error.js'
+import { ConfigError } from './config-error.js'
 
 /*
  * TRUST_PROXY (CONTRACT §1, §9): which peers' X-Forwarded-For is believed, and so what the

@@ -1,6 +1,6 @@
 import { createHmac } from 'node:crypto'
 import type { FastifyBaseLogger, FastifyRequest } from 'fastify'
-import { normalizeEmail } from './users/user.js'
+import { normalizeEmail } from '../schemas/user-rules.js'
 
 /** CONTRACT §7's security events, named after OWASP's logging vocabulary. */
 export type SecurityEvent =

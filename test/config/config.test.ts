@@ -1,5 +1,5 @@
 import t from 'tap'
-import { DEV_JWT_SECRET, loadConfig } from '../src/config.js'
+import { DEV_JWT_SECRET, loadConfig } from '../../src/config/index.js'
 
 const strongSecret = 'k3Jd9sQ2mX7vB1nZ8pL4wR6tY0uE5aC2fH9gK1jM3qS7xV0b'
 const production = { APP_PROFILE: 'production', DATABASE_URL: 'postgres://db.internal:5432/users', JWT_SECRET: strongSecret }

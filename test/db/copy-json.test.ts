@@ -1,6 +1,7 @@
 import t from 'tap'
 import fc from 'fast-check'
-import { createUserJsonWriter } from '../../src/users/user-json.js'
+import { createCopyJsonWriter } from '../../src/db/copy-json.js'
+import { LISTING_FIELDS } from '../../src/users/users-listing.js'
 
 interface Listed { id: number, username: string, email: string, role: string }
 
@@ -14,7 +15,7 @@ const copyLine = (row: Listed) => `${row.id}\t${copyField(row.username)}\t${copy
 /** Writes `pieces` of COPY text and returns the page's JSON and what the writer counted. */
 function convert (pieces: string[], options?: { continues: boolean }) {
   const chunks: Buffer[] = []
-  const writer = createUserJsonWriter((chunk) => chunks.push(chunk), options)
+  const writer = createCopyJsonWriter(LISTING_FIELDS, (chunk) => chunks.push(chunk), options)
   for (const piece of pieces) writer.write(Buffer.from(piece, 'utf8'))
   const page = writer.end()
   return { json: Buffer.concat(chunks).toString('utf8'), rows: page.rows, lastId: page.lastId, chunks }
@@ -80,4 +81,13 @@ t.test('any page, in any pieces of whole lines, is byte for byte JSON.stringify 
     t.equal(page.rows, rows.length)
     t.equal(page.lastId, rows.at(-1)?.id ?? 0)
   }), { numRuns: 1000 })
+})
+
+t.test('the fields come from the caller: bare integers, quoted strings, any order after the id', async (t) => {
+  const chunks: Buffer[] = []
+  const writer = createCopyJsonWriter([{ name: 'id', kind: 'integer' }, { name: 'count', kind: 'integer' }, { name: 'note', kind: 'string' }], (chunk) => chunks.push(chunk))
+  writer.write(Buffer.from('7\t12\ta "b"\n'))
+  t.strictSame(writer.end(), { rows: 1, lastId: 7 })
+  t.strictSame(JSON.parse(`[${Buffer.concat(chunks).toString()}]`), [{ id: 7, count: 12, note: 'a "b"' }])
+  t.throws(() => createCopyJsonWriter([{ name: 'username', kind: 'string' }], () => {}), { message: 'the first field must be the integer id the pages are keyed by' })
 })

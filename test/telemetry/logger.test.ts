@@ -3,13 +3,14 @@ import { promisify } from 'node:util'
 import { sql } from 'drizzle-orm'
 import pino from 'pino'
 import t from 'tap'
-import { loadConfig } from '../src/config.js'
-import { users } from '../src/db/schema.js'
-import { newUserRow } from '../src/users/users-repository.js'
-import { baseLoggerOptions, describeError, describeFailure, loggerOptions } from '../src/logger.js'
-import { buildApp } from '../src/app.js'
-import { openMigratedPglite } from '../src/db/snapshot.js'
-import { build, captureLog, createTestDatabase, seedAccounts, testConfig, testDatabases } from './helper.js'
+import { loadConfig } from '../../src/config/index.js'
+import { users } from '../../src/db/schema.js'
+import { newUserRow } from '../../src/users/users-repository.js'
+import { baseLoggerOptions, loggerOptions } from '../../src/telemetry/logger.js'
+import { describeError, describeFailure } from '../../src/telemetry/error-description.js'
+import { buildApp } from '../../src/app.js'
+import { openMigratedPglite } from '../../src/db/snapshot.js'
+import { build, captureLog, createTestDatabase, seedAccounts, testConfig, testDatabases } from '../helper.js'
 
 type Line = Record<string, any>
 
@@ -28,8 +29,8 @@ t.test('production lines still pending when the process exits are all written, i
   const source = (path: string) => JSON.stringify(new URL(path, import.meta.url).href)
   const script = `
     import pino from 'pino'
-    import { loadConfig } from ${source('../src/config.ts')}
-    import { loggerOptions } from ${source('../src/logger.ts')}
+    import { loadConfig } from ${source('../../src/config/index.ts')}
+    import { loggerOptions } from ${source('../../src/telemetry/logger.ts')}
     const { stream, ...options } = loggerOptions(loadConfig({ APP_PROFILE: 'production', DATABASE_URL: 'postgres://db/x', JWT_SECRET: 'k'.repeat(16) + 'z'.repeat(16) }))
     const log = pino(options, stream)
     for (let n = 0; n < 2000; n++) log.info({ n }, 'line')

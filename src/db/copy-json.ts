@@ -1,8 +1,9 @@
 /**
- * The admin listing's rows as PostgreSQL's COPY text format gives them (`id`, `username`,
- * `email`, `role`, tab-separated, one row a line), turned into the JSON text of their
- * `{ id, username, email, role }` objects, comma-separated: byte for byte what JSON.stringify
- * writes for those objects, without a string, an object or a Buffer per row.
+ * Rows as PostgreSQL's COPY text format gives them (the fields tab-separated, one row a line,
+ * an integer id first), turned into the JSON text of their objects, comma-separated: byte for
+ * byte what JSON.stringify writes for those objects, without a string, an object or a Buffer
+ * per row. The fields, their order and kinds, are the caller's (the listing takes them from
+ * its response schema).
  *
  * COPY TO writes a backslash as `\\`, the control characters \b \f \n \r \t \v as those letters
  * after a backslash, and every other byte as it is (it never writes octal or hex escapes; NULL,
@@ -29,16 +30,23 @@ const SHARED_ESCAPES = new Uint8Array(256)
 for (const letter of 'bfnrt\\') SHARED_ESCAPES[letter.charCodeAt(0)] = 1
 
 const HEX = Buffer.from('0123456789abcdef', 'latin1')
-const bytes = (text: string) => Buffer.from(text, 'latin1')
-/** What starts each field: the id's key opens the object, the others close the previous string. */
-const FIELD_STARTS = [bytes('{"id":'), bytes(',"username":"'), bytes('","email":"'), bytes('","role":"')]
-const ROW_END = bytes('"}')
-const FIXED_BYTES = FIELD_STARTS.reduce((total, start) => total + start.length, 0) + ROW_END.length + 1
 /** The most a byte of COPY text can become: a bare control character as `\u00XX`. */
 const MOST_PER_BYTE = 6
 
+/** A field of the rows: an integer is written bare, a string quoted. Names are plain ASCII keys. */
+export interface CopyField { readonly name: string, readonly kind: 'integer' | 'string' }
+
+/** What starts each field (its key, and the quote that closes the string before it), and what ends a row. */
+function framing (fields: readonly CopyField[]) {
+  if (fields[0]?.kind !== 'integer') throw new TypeError('the first field must be the integer id the pages are keyed by')
+  const quote = (field: CopyField | undefined) => field?.kind === 'string' ? '"' : ''
+  const starts = fields.map((field, i) => Buffer.from(`${i === 0 ? '{' : `${quote(fields[i - 1])},`}${JSON.stringify(field.name)}:${quote(field)}`, 'latin1'))
+  const end = Buffer.from(`${quote(fields.at(-1))}}`, 'latin1')
+  return { starts, end, fixedBytes: starts.reduce((total, start) => total + start.length, 0) + end.length + 1 }
+}
+
 /** What a page of the listing held: how many rows, and the last id. */
-export interface UserJsonPage {
+export interface CopyJsonPage {
   readonly rows: number
   readonly lastId: number
 }
@@ -50,7 +58,8 @@ export interface UserJsonPage {
  * memory would wait for a full collection. One writer a page; `continues` when rows came before
  * it, so that its first row is preceded by a comma.
  */
-export function createUserJsonWriter (onChunk: (chunk: Buffer) => void, { continues = false } = {}) {
+export function createCopyJsonWriter (fields: readonly CopyField[], onChunk: (chunk: Buffer) => void, { continues = false } = {}) {
+  const { starts: FIELD_STARTS, end: ROW_END, fixedBytes: FIXED_BYTES } = framing(fields)
   let out = Buffer.alloc(0)
   let at = 0
   let rows = 0
@@ -130,7 +139,7 @@ export function createUserJsonWriter (onChunk: (chunk: Buffer) => void, { contin
       }
     },
     /** Hands over the last chunk; the writer is done with. */
-    end (): UserJsonPage {
+    end (): CopyJsonPage {
       if (at > 0) onChunk(out.subarray(0, at))
       at = 0
       return { rows, lastId }

@@ -1,10 +1,10 @@
 import fp from 'fastify-plugin'
 import rateLimit, { type RateLimitPluginOptions } from '@fastify/rate-limit'
-import type { Config } from '../config.js'
-import { TooManyAttemptsError } from '../domain-errors.js'
-import { throttledWarning } from '../logger.js'
-import { requestSecurityEvent } from '../security-events.js'
-import { signupStore } from './signup-store.js'
+import type { Config } from '../config/index.js'
+import { TooManyAttemptsError } from '../http/errors.js'
+import { throttledWarning } from '../telemetry/logger.js'
+import { requestSecurityEvent } from '../telemetry/security-events.js'
+import { signupStore } from '../limits/signup-store.js'
 
 /**
  * The sign-up limit (@fastify/rate-limit, per address, IPv6 per /64; routes opt in with

@@ -1,6 +1,6 @@
 import { isIP } from 'node:net'
 import fp from 'fastify-plugin'
-import type { Config } from '../config.js'
+import type { Config } from '../config/index.js'
 
 /**
  * A forwarded entry that can name a client: an IP address, without an IPv6 zone (a zone means

@@ -1,12 +1,22 @@
-import { ConfigError } from '../config-error.js'
-import type { Config, Env } from '../config.js'
-import { KeyProblem, digestKeyOf, loadSigningKey, type AsymmetricAlgorithm, type SigningKey } from './signing-keys.js'
+import { ConfigError } from './config-error.js'
+import type { Env } from './env.js'
+import { KeyProblem, digestKeyOf, loadSigningKey, type AsymmetricAlgorithm, type JwtAlgorithm, type SigningKey } from './signing-keys.js'
 
 /** Placeholder that SPEC.md prints where the real secret goes; never valid in production. */
 export const SECRET_PLACEHOLDER = '<SIGNING_SECRET>'
 export const DEV_JWT_SECRET = 'dev-only-insecure-jwt-secret-do-not-use-in-production'
 
-type TokenKeys = Pick<Config['jwt'], 'algorithm' | 'secret' | 'previousSecret' | 'keys' | 'digestKey'>
+/** The signing and verification keys of Config['jwt']. */
+export interface TokenKeys {
+  readonly algorithm: JwtAlgorithm
+  /** HS256's JWT_SECRET and JWT_SECRET_PREVIOUS; empty and unset with EdDSA or ES256. */
+  readonly secret: string
+  readonly previousSecret: string | undefined
+  /** EdDSA or ES256: JWT_PRIVATE_KEY and JWT_PRIVATE_KEY_PREVIOUS; unset with HS256. */
+  readonly keys: { readonly current: SigningKey, readonly previous: SigningKey | undefined } | undefined
+  /** The key of every HMAC that is not a token (e-mail digests in logs and limiter keys). */
+  readonly digestKey: string
+}
 
 /**
  * HS256 signs with JWT_SECRET; EdDSA and ES256 with JWT_PRIVATE_KEY. A variable of the other

@@ -1,0 +1,60 @@
+import { Type, type Static } from '@sinclair/typebox'
+import { JWT_ALGORITHMS } from './signing-keys.js'
+
+/** An integer variable; its complaint is written from its bounds (see `integerRule`). */
+const int = (minimum: number, maximum?: number, unit?: string) =>
+  Type.Integer({ minimum, ...(maximum === undefined ? {} : { maximum }), ...(unit ? { unit } : {}) })
+const Port = int(1, 65535)
+
+/** An integer variable, or one that also takes a word (MANAGEMENT_PORT: a port or "off"). */
+export const takesInteger = (schema: { type?: unknown, anyOf?: unknown[] }): boolean =>
+  schema.type === 'integer' || (schema.anyOf ?? []).some((inner) => takesInteger(inner as typeof schema))
+
+/** "must be an integer from 1 to 65535", "must be a positive integer (KiB)", … */
+export function integerRule ({ minimum, maximum, unit }: { minimum?: number, maximum?: number, unit?: string }): string {
+  const range = maximum !== undefined ? `an integer from ${minimum} to ${maximum}`
+    : minimum === 0 ? 'a non-negative integer' : minimum === 1 ? 'a positive integer' : `an integer of at least ${minimum}`
+  return `must be ${range}${unit ? ` (${unit})` : ''}`
+}
+
+/**
+ * Every environment variable of CONTRACT §1. Integers are converted from their strict decimal
+ * form first; the description, or an integer's bounds, is the one-line complaint printed when
+ * a value does not match.
+ */
+export const EnvSchema = Type.Object({
+  APP_PROFILE: Type.Optional(Type.Union([Type.Literal('development'), Type.Literal('production')], { description: 'must be "development" or "production"' })),
+  PORT: Type.Optional(Port),
+  HOST: Type.Optional(Type.String({ minLength: 1, maxLength: 255, pattern: '^[^\\s]+$', description: 'must be a host name or address' })),
+  DATABASE_URL: Type.Optional(Type.String({ pattern: '^postgres(ql)?://[^\\s]+$', description: 'must be a postgres:// or postgresql:// URL' })),
+  DATABASE_MIGRATION_URL: Type.Optional(Type.String({ pattern: '^postgres(ql)?://[^\\s]+$', description: 'must be a postgres:// or postgresql:// URL' })),
+  MIGRATIONS: Type.Optional(Type.Union([Type.Literal('on-start'), Type.Literal('off')], { description: 'must be "on-start" or "off"' })),
+  JWT_SECRET: Type.Optional(Type.String({ description: 'must be a string' })),
+  JWT_SECRET_PREVIOUS: Type.Optional(Type.String({ description: 'must be a string' })),
+  JWT_ALGORITHM: Type.Optional(Type.Union(JWT_ALGORITHMS.map((a) => Type.Literal(a)), { description: `must be one of ${JWT_ALGORITHMS.join(', ')}` })),
+  JWT_PRIVATE_KEY: Type.Optional(Type.String({ description: 'must be a string' })),
+  JWT_PRIVATE_KEY_PREVIOUS: Type.Optional(Type.String({ description: 'must be a string' })),
+  JWT_EXPIRATION: Type.Optional(int(1, undefined, 'milliseconds')),
+  JWT_ISSUER: Type.Optional(Type.String({ minLength: 1, maxLength: 255, description: 'must be a non-empty string' })),
+  JWT_AUDIENCE: Type.Optional(Type.String({ minLength: 1, maxLength: 255, description: 'must be a non-empty string' })),
+  LOG_LEVEL: Type.Optional(Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)), { description: 'must be one of fatal, error, warn, info, debug, trace, silent' })),
+  MANAGEMENT_PORT: Type.Optional(Type.Union([Port, Type.Literal('off')], { description: `${integerRule(Port)}, or "off"` })),
+  MANAGEMENT_HOST: Type.Optional(Type.String({ minLength: 1, maxLength: 255, pattern: '^[^\\s]+$', description: 'must be a host name or address' })),
+  // A bare number passes the schema only to be refused with its own message (parseTrustProxy).
+  TRUST_PROXY: Type.Optional(Type.String({ pattern: '^(true|false|[0-9a-zA-Z:./]+(,\\s*[0-9a-zA-Z:./]+)*)$', description: 'must be false, true or a comma-separated list of the balancers\' addresses/CIDRs (or loopback, linklocal, uniquelocal)' })),
+  ARGON2_MEMORY_KIB: Type.Optional(int(1, undefined, 'KiB')),
+  ARGON2_ITERATIONS: Type.Optional(int(1)),
+  ARGON2_PARALLELISM: Type.Optional(int(1, 255)),
+  HASH_CONCURRENCY: Type.Optional(int(1, 128)),
+  DB_POOL_MAX: Type.Optional(int(1, 500)),
+  REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://[^\\s]+$', description: 'must be a redis:// or rediss:// URL' })),
+  RATE_LIMITS: Type.Optional(Type.Union([Type.Literal('on'), Type.Literal('off')], { description: 'must be "on" or "off"' })),
+  PUBLIC_URL: Type.Optional(Type.String({ pattern: '^https?://[^\\s/?#]+(/[^\\s?#]*)?$', description: 'must be an http:// or https:// URL such as https://api.example.com' })),
+  CORS_ORIGINS: Type.Optional(Type.String({ pattern: '^https?://[^\\s,/]+(,\\s*https?://[^\\s,/]+)*$', description: 'must be a comma-separated list of origins such as https://app.example.com' })),
+  SHUTDOWN_DRAIN_MS: Type.Optional(int(0, undefined, 'milliseconds')),
+  DEV_ADMIN_EMAIL: Type.Optional(Type.String({ pattern: '^[^\\s@]+@[^\\s@]+\\.[^\\s@]+$', description: 'must be an e-mail address' })),
+  DEV_ADMIN_PASSWORD: Type.Optional(Type.String({ minLength: 1, description: 'must be a non-empty string' })),
+  DEV_USER_EMAIL: Type.Optional(Type.String({ pattern: '^[^\\s@]+@[^\\s@]+\\.[^\\s@]+$', description: 'must be an e-mail address' })),
+  DEV_USER_PASSWORD: Type.Optional(Type.String({ minLength: 1, description: 'must be a non-empty string' }))
+})
+export type Env = Static<typeof EnvSchema>

@@ -1,0 +1,91 @@
+import type { FastifyBaseLogger, FastifyReply, FastifyRequest, FastifyServerOptions } from 'fastify'
+import type { Config } from '../config/index.js'
+import pino from 'pino'
+import { describeError, type SerializedError } from './error-description.js'
+
+/**
+ * Secrets that must never reach a log line, wherever they appear. Nothing logs bodies or
+ * headers on purpose; these catch an error object or a debugging line that would.
+ */
+export const REDACTED_PATHS = [
+  'req.headers.authorization', 'req.headers.cookie', 'headers.authorization', 'headers.cookie',
+  'password', '*.password', 'body.password', 'req.body.password',
+  'token', '*.token', 'body.token', 'passwordHash', '*.passwordHash'
+]
+
+type Destination = ReturnType<typeof pino.destination>
+const buffered = new Set<Destination>()
+
+/**
+ * Pino flushes only its asynchronous destinations when the process exits: the lines a
+ * synchronous one still buffers (under 4 KiB) are written here, so a crash or shutdown that
+ * ends in process.exit loses none.
+ */
+function flushedOnExit (stream: Destination): Destination {
+  if (buffered.size === 0) {
+    process.once('exit', () => {
+      for (const pending of buffered) {
+        try { pending.flushSync() } catch { /* stdout is gone: nowhere left to write */ }
+      }
+    })
+  }
+  buffered.add(stream)
+  return stream
+}
+
+/** Pino options shared by every profile: level, redaction and the error serializer. */
+export function baseLoggerOptions (config: Pick<Config, 'logLevel'>) {
+  return {
+    level: config.logLevel,
+    redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
+    // Replaces pino's, which copies every field of an error, message and SQL parameters included.
+    serializers: { err: (error: unknown) => describeError(error) as SerializedError & { stack: string } }
+  }
+}
+
+/** Pino JSON in production, readable lines in development: chosen by the profile, never by NODE_ENV. */
+export function loggerOptions (config: Config): FastifyServerOptions['logger'] {
+  const base = baseLoggerOptions(config)
+  // Stdout written 4 KiB at a time or every 250 ms, whichever comes first, instead of one
+  // write(2) a line (a write a line was 6-11% of GET /users/me's CPU: BENCHMARKS.md). Written
+  // from the main thread (pino's default), not handed to a libuv thread that then competes with
+  // it for the core (4-8% of /users/me's CPU).
+  if (config.profile === 'production') {
+    const stream = flushedOnExit(pino.destination({ dest: 1, sync: true, minLength: 4096, periodicFlush: 250 }))
+    return { ...base, timestamp: () => `,"time":"${new Date().toISOString()}"`, stream }
+  }
+  return { ...base, transport: { target: 'pino-pretty', options: { translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' } } }
+}
+
+/**
+ * The one log line of each request (Fastify's own two lines are turned off with
+ * `disableRequestLogging`). The route is the pattern, so ids and e-mails in paths stay out of
+ * the log; an unmatched request shows its path without the query string. Its fields are fixed
+ * and none can hold a secret, so it is written by a child of the app's logger without the
+ * redaction every other line goes through: pino runs each field of a line through the redactor
+ * of the wildcard paths (`*.password`), about 40% of the line's CPU (BENCHMARKS.md).
+ */
+export function requestLogHook (log: FastifyBaseLogger) {
+  const lines = log.child({}, { redact: [] })
+  return function logRequest (request: FastifyRequest, reply: FastifyReply, done: () => void): void {
+    lines.info({
+      reqId: request.id,
+      method: request.method,
+      route: request.routeOptions.url ?? request.url.split('?')[0].slice(0, 256),
+      statusCode: reply.statusCode,
+      responseTime: Math.round(reply.elapsedTime * 100) / 100
+    }, 'request completed')
+    done()
+  }
+}
+
+/** A warning that says itself at most once a minute, however often its cause repeats. */
+export function throttledWarning (log: FastifyBaseLogger, message: string, intervalMs = 60_000) {
+  let last = -Infinity
+  return (details: object = {}): void => {
+    const now = Date.now()
+    if (now - last < intervalMs) return
+    last = now
+    log.warn(details, message)
+  }
+}
