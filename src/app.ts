@@ -88,7 +88,13 @@ export async function buildApp (config: Config, deps: AppDependencies = {}) {
   // out" on the docs page (the management listener, another origin) works out of the box.
   const origins = [...config.corsOrigins, ...(config.profile === 'development' ? docsOrigins(config) : [])]
   if (origins.length > 0) {
-    await app.register(cors, { origin: origins, exposedHeaders: ['x-request-id', 'retry-after', 'www-authenticate'] })
+    // A function, not the list: @fastify/cors adds the other headers (Expose-Headers…) to every
+    // answer when given a list, whatever the Origin; a `false` here adds none.
+    const allowed = new Set(origins)
+    await app.register(cors, {
+      origin: (origin, callback) => callback(null, origin !== undefined && allowed.has(origin) ? origin : false),
+      exposedHeaders: ['x-request-id', 'retry-after', 'www-authenticate']
+    })
   }
   await app.register(swagger, openApiOptions(config))
 

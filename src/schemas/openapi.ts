@@ -57,7 +57,7 @@ export function openApiOptions (config: Config): FastifyDynamicSwaggerOptions {
     refResolver: { buildLocalReference: (json) => String(json.$id) },
     // Paths stay as the routes have them even when PUBLIC_URL has a path of its own.
     stripBasePath: false,
-    transformObject: (document) => 'openapiObject' in document ? optionalGetBodies(document.openapiObject) : document.swaggerObject
+    transformObject: (document) => 'openapiObject' in document ? standardLengths(optionalGetBodies(document.openapiObject)) : document.swaggerObject
   }
 }
 
@@ -74,5 +74,26 @@ function optionalGetBodies<T> (document: T): T {
     const body = path?.get?.requestBody
     if (body) body.required = false
   }
+  return document
+}
+
+/**
+ * A username's 3-20 counts the code points of its NFC form (`x-nfc-length`, checked by our Ajv
+ * keyword), which generators and client-side validators do not know: the document also says it
+ * with the standard `minLength`/`maxLength`. Only the document: a name typed in NFD may have more
+ * code points than its NFC form, so the server keeps counting in NFC.
+ */
+function standardLengths<T> (generated: T): T {
+  // A copy: the document shares its schema objects with the routes' validators.
+  const document = structuredClone(generated)
+  const visit = (node: unknown): void => {
+    if (Array.isArray(node)) return node.forEach(visit)
+    if (typeof node !== 'object' || node === null) return
+    const schema = node as Record<string, unknown>
+    const nfc = schema['x-nfc-length'] as { minimum: number, maximum: number } | undefined
+    if (nfc) Object.assign(schema, { minLength: nfc.minimum, maxLength: nfc.maximum })
+    Object.values(schema).forEach(visit)
+  }
+  visit(document)
   return document
 }

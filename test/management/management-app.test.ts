@@ -227,7 +227,7 @@ function checkOpenApi (t: Test, document: Json): void {
   t.match(bodySchema('/auth/signup', 'post'), {
     type: 'object',
     required: ['username', 'email', 'password'],
-    properties: { username: { type: 'string', 'x-nfc-length': { minimum: 3, maximum: 20 } }, email: { type: 'string', format: 'email' }, password: { type: 'string', minLength: 8, maxLength: 16 } }
+    properties: { username: { type: 'string', 'x-nfc-length': { minimum: 3, maximum: 20 }, minLength: 3, maxLength: 20 }, email: { type: 'string', format: 'email' }, password: { type: 'string', minLength: 8, maxLength: 16 } }
   })
   t.match(bodySchema('/auth/login', 'post'), { type: 'object', properties: { email: { type: 'string' }, password: { type: 'string' } } })
   t.strictSame(Object.keys(answerSchema('/auth/signup', 'post', '201').properties).sort(), ['email', 'id', 'username'])
