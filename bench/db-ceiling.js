@@ -8,7 +8,7 @@
 // sustained load its pool's queue of busy connections never empties, and each pipelined query
 // scans it with indexOf (src/queue.js keeps every shifted slot until the queue is empty), so a
 // pipelining ceiling lost about 2 µs of CPU an answer for every second it ran (59 to 138 µs
-// over 40 s, BENCHMARKS.md). Without it the ceiling holds its first-second speed.
+// over 40 s). Without it the ceiling holds its first-second speed.
 // Env: DATABASE_URL, JWT_SECRET, JWT_ISSUER, JWT_AUDIENCE (as the service), PORT; CEILING_POOL_MAX and
 // CEILING_MAX_PIPELINE (postgres.js's max and max_pipeline: 10 and 0);
 // LISTING_DESIGN=<name> serves the listing with a design of bench/listing-designs.js instead.

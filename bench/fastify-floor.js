@@ -1,6 +1,6 @@
 // Fastify doing the database-bound ceiling's work (bench/db-ceiling.js) for GET /users/me, with
 // the service's per-request extras added part by part, to show what the framework and each
-// part cost (BENCHMARKS.md, "What Fastify and the contract's extras cost"). FLOOR_PARTS, any of:
+// part cost. FLOOR_PARTS, any of:
 //   schema  the body and response schemas (Ajv, fast-json-stringify)
 //   log     the service's request log line and production logger options (src/telemetry/logger.ts, from the build)
 //   hooks   hooks of the service's shape: the deadline's arrival queue (src/http/arrival-queue.ts, from the

@@ -10,9 +10,8 @@ export type SweepVerdict = 'drop' | 'keep'
  * entries; once the table is in the old generation each new one is made there too, and the
  * discarded one still points at the entries it held (OrderedHashTable::Rehash). A
  * young-generation collection counts every old object's pointers as live, dead object or not,
- * so each request's objects outlived it until the next full collection:
- * 3.4 KB of every GET /users/me answer promoted to the old generation, whose collections then
- * paused the process for up to 20 ms; 0.15 KB with this queue (BENCHMARKS.md).
+ * so each request's objects outlived it until the next full collection, which then paused the
+ * process: this ring keeps them young (a twentieth of the bytes promoted an answer).
  */
 export function createArrivalQueue<T extends object> () {
   // A power of two, so a sequence number's slot is its low bits.

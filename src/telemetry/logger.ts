@@ -46,10 +46,9 @@ export function baseLoggerOptions (config: Pick<Config, 'logLevel'>) {
 /** Pino JSON in production, readable lines in development: chosen by the profile, never by NODE_ENV. */
 export function loggerOptions (config: Config): FastifyServerOptions['logger'] {
   const base = baseLoggerOptions(config)
-  // Stdout written 4 KiB at a time or every 250 ms, whichever comes first, instead of one
-  // write(2) a line (a write a line was 6-11% of GET /users/me's CPU: BENCHMARKS.md). Written
-  // from the main thread (pino's default), not handed to a libuv thread that then competes with
-  // it for the core (4-8% of /users/me's CPU).
+  // Stdout written 4 KiB at a time or every 250 ms, whichever comes first: a write(2) a line
+  // was the largest single cost of a request. Written from the main thread (pino's default), not
+  // handed to a libuv thread that would compete with it for the core.
   if (config.profile === 'production') {
     const stream = flushedOnExit(pino.destination({ dest: 1, sync: true, minLength: 4096, periodicFlush: 250 }))
     return { ...base, timestamp: () => `,"time":"${new Date().toISOString()}"`, stream }
