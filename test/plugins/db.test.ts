@@ -1,0 +1,31 @@
+import Fastify from 'fastify'
+import { sql } from 'drizzle-orm'
+import t from 'tap'
+import dbPlugin from '../../src/plugins/db.js'
+import { openMigratedPglite } from '../../src/db/snapshot.js'
+import { testConfig } from '../helper.js'
+
+/** PGlite's result rows (Drizzle's generic database types them as unknown). */
+const rows = (result: unknown) => (result as { rows: unknown[] }).rows
+
+// In the style of fastify/demo's plugin tests: the plugin alone, on a bare instance.
+t.test('without a database given, it opens the configured one (development: PGlite) and closes it with the app', async (t) => {
+  const app = Fastify()
+  await app.register(dbPlugin, { config: testConfig() })
+  await app.ready()
+  t.equal(app.database.driver, 'pglite')
+  t.strictSame(rows(await app.database.db.execute(sql`select 1 as one`)), [{ one: 1 }])
+  await app.close()
+  await t.rejects(app.database.db.execute(sql`select 1`), 'closed with the app')
+})
+
+t.test('a database given by the caller is decorated as is, and left open for the caller to close', async (t) => {
+  const { database } = await openMigratedPglite()
+  t.teardown(() => database.close())
+  const app = Fastify()
+  await app.register(dbPlugin, { config: testConfig(), database })
+  await app.ready()
+  t.equal(app.database, database)
+  await app.close()
+  t.strictSame(rows(await database.db.execute(sql`select 2 as two`)), [{ two: 2 }], 'still open')
+})

@@ -1,0 +1,23 @@
+import Fastify from 'fastify'
+import fp from 'fastify-plugin'
+import t from 'tap'
+import metricsPlugin from '../../src/plugins/metrics.js'
+
+// The plugin alone, on a bare instance with a stand-in for the db plugin it depends on.
+t.test('each answer is counted by route pattern and status; the pool gauges read the database\'s stats', async (t) => {
+  const app = Fastify()
+  await app.register(fp(async (app) => {
+    app.decorate('database', { poolStats: () => ({ max: 10, inFlight: 3, waiting: 1, acquireTimeouts: 2 }) } as never)
+  }, { name: 'db' }))
+  await app.register(metricsPlugin)
+  app.get('/users/:id', async () => ({ ok: true }))
+  t.teardown(() => app.close())
+  t.equal((await app.inject('/users/42')).statusCode, 200)
+  t.equal((await app.inject('/users/43')).statusCode, 200)
+  t.equal((await app.inject('/nowhere?secret=x')).statusCode, 404)
+  const text = await app.metrics.registry.metrics()
+  t.match(text, /^http_requests_total\{method="GET",route="\/users\/:id",status_code="200"\} 2$/m, 'by the route\'s pattern, never its URL')
+  t.match(text, /^http_requests_total\{method="GET",route="<unmatched>",status_code="404"\} 1$/m)
+  t.notMatch(text, /users\/42|secret/)
+  t.match(text, /^db_pool_acquire_timeouts_total 2$/m)
+})
