@@ -72,3 +72,21 @@ for (const kind of testDatabases()) {
     })
   })
 }
+
+t.test('on a bare instance: strict UTF-8 JSON, an empty body absent, prototype keys as the instance says', async (t) => {
+  const { default: Fastify } = await import('fastify')
+  const { default: jsonBody } = await import('../../src/plugins/json-body.js')
+  const app = Fastify({ onProtoPoisoning: 'remove' })
+  await app.register(jsonBody)
+  app.post('/echo', async (request) => ({ body: request.body ?? 'absent' }))
+  t.teardown(() => app.close())
+  const send = (payload: Buffer | string) => app.inject({ method: 'POST', url: '/echo', headers: { 'content-type': 'application/json' }, payload })
+  const ok = await send('{"name":"ñandú"}')
+  t.strictSame([ok.statusCode, ok.json()], [200, { body: { name: 'ñandú' } }])
+  const broken = await send(Buffer.from([0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, 0xff, 0x22, 0x7d]))
+  t.strictSame([broken.statusCode, broken.json().code], [400, 'FST_ERR_CTP_INVALID_JSON_BODY'], 'invalid UTF-8 is malformed JSON, not U+FFFD')
+  const empty = await send('')
+  t.strictSame([empty.statusCode, empty.json()], [200, { body: 'absent' }])
+  const poisoned = await send('{"a":1,"__proto__":{"admin":true}}')
+  t.strictSame([poisoned.statusCode, poisoned.json()], [200, { body: { a: 1 } }], '__proto__ removed')
+})

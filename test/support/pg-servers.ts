@@ -21,6 +21,8 @@ const ownByPostgres = (path: string) => { if (isRoot() && pgUser) chownSync(path
 
 /** Why this machine cannot run servers of the test's own (tap's `skip`), or false when it can. */
 export function pgServersSkip (needs: Array<'pgbouncer' | 'openssl'> = []): string | false {
+  // They run with the PostgreSQL suite (CI's), not in a plain `npm test`: a minute of servers.
+  if (!process.env.TEST_DATABASE_URL) return 'TEST_DATABASE_URL is not set: the tests with servers of their own run with the PostgreSQL suite'
   const missing = ['initdb', 'pg_ctl', 'pg_basebackup'].filter((p) => { try { accessSync(join(pgBin, p), constants.X_OK) } catch { return true } })
     // pgbouncer runs under setpriv, which drops to postgres and keeps the death signal.
     .concat(needs.flatMap((p) => p === 'pgbouncer' ? [p, 'setpriv'] : [p]).filter((p) => !findProgram(p)))
