@@ -9,6 +9,8 @@
 // scans it with indexOf (src/queue.js keeps every shifted slot until the queue is empty), so a
 // pipelining ceiling lost about 2 µs of CPU an answer for every second it ran (59 to 138 µs
 // over 40 s). Without it the ceiling holds its first-second speed.
+// CEILING_BATCH=1, the batched ceiling (issue 25): the look-ups of one turn of the event loop
+// share one `where id = any($1)` statement, as the service's do (collected until setImmediate).
 // Env: DATABASE_URL, JWT_SECRET, JWT_ISSUER, JWT_AUDIENCE (as the service), PORT; CEILING_POOL_MAX and
 // CEILING_MAX_PIPELINE (postgres.js's max and max_pipeline: 10 and 0);
 // LISTING_DESIGN=<name> serves the listing with a design of bench/listing-designs.js instead.
@@ -20,6 +22,30 @@ import { ceilingVerifier } from './lib.js'
 const env = process.env
 const sql = postgres(env.DATABASE_URL, { max: Number(env.CEILING_POOL_MAX ?? 10), max_pipeline: Number(env.CEILING_MAX_PIPELINE ?? 0), onnotice: () => {} })
 const verify = ceilingVerifier(env)
+const lookUp = env.CEILING_BATCH === '1' ? batchedLookUp() : async (id) => (await sql`select id, username, email, role from users where id = ${id}`)[0]
+
+/** Look-ups asked in one turn of the event loop, answered by one statement after it. */
+function batchedLookUp () {
+  let waiting = null
+  async function flush () {
+    const batch = waiting
+    waiting = null
+    try {
+      const rows = await sql`select id, username, email, role from users where id = any(${batch.map((w) => w.id)}::int[])`
+      const byId = new Map(rows.map((row) => [row.id, row]))
+      for (const w of batch) w.resolve(byId.get(w.id))
+    } catch (error) {
+      for (const w of batch) w.reject(error)
+    }
+  }
+  return (id) => new Promise((resolve, reject) => {
+    if (waiting === null) {
+      waiting = []
+      setImmediate(flush)
+    }
+    waiting.push({ id, resolve, reject })
+  })
+}
 const design = env.LISTING_DESIGN
 const listUsers = design
   ? (await import('./listing-designs.js')).designs[design](sql)
@@ -45,8 +71,7 @@ async function authorize (req, role) {
     return undefined
   }
   if (claims.role !== role || !Number.isSafeInteger(claims.uid)) return undefined
-  const [user] = await sql`select id, username, email, role from users where id = ${claims.uid}`
-  return user
+  return await lookUp(claims.uid)
 }
 
 function readBody (req) {
