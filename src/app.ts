@@ -38,6 +38,8 @@ export interface AppDependencies {
   readonly limitsKeyPrefix?: string
   /** The registry the management listener serves; the app makes its own otherwise. */
   readonly metrics?: Metrics
+  /** The response deadline (CONTRACT §7: 10 s); tests of what it covers shorten it. */
+  readonly responseDeadlineMs?: number
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/
@@ -102,7 +104,7 @@ export async function buildApp (config: Config, deps: AppDependencies = {}) {
   const seed = deps.seed ?? (!deps.database && config.profile === 'development')
   // First of ours: the 10 s backstop, whose onRequest hook must run before any hook that may
   // wait (the account look-up of auth), or a request stuck there would never reach it.
-  await app.register(responseDeadlinePlugin)
+  await app.register(responseDeadlinePlugin, { deadlineMs: deps.responseDeadlineMs })
   // Every later hook, limit and security event reads the client address it settles.
   await app.register(clientAddressPlugin, { config })
   await app.register(dbPlugin, { config, database: deps.database })

@@ -1,9 +1,10 @@
 import { ConfigError, loadConfig, type Config } from './config/index.js'
 import { generatePrivateKeyPem } from './config/signing-keys.js'
-import { migratePostgresDatabase, migrationTags } from './db/migrate.js'
 import { describeFailure } from './telemetry/error-description.js'
-import { CliError, UsageError, createAdmin, setRole } from './users/account-commands.js'
-import { hashBenchmark } from './users/hash-benchmark.js'
+import { CliError, UsageError } from './users/command-errors.js'
+
+// Each command loads what it needs when it runs: generate-key and the usage start at once,
+// without the database drivers, argon2 or the app.
 
 const USAGE = `Usage: npm run cli -- <command>
   migrate                                 apply pending migrations (DATABASE_MIGRATION_URL, else
@@ -19,6 +20,7 @@ async function migrate (config: Config, extra: string[]): Promise<void> {
   if (extra.length > 0) throw new UsageError()
   const url = config.databaseMigrationUrl ?? config.databaseUrl
   if (!url) throw new CliError('No DATABASE_URL (or DATABASE_MIGRATION_URL): set it to the PostgreSQL database to migrate.')
+  const { migratePostgresDatabase, migrationTags } = await import('./db/migrate.js')
   let applied: string[]
   try {
     applied = await migratePostgresDatabase(url)
@@ -46,10 +48,10 @@ async function main (argv: string[]): Promise<void> {
     throw error
   }
   if (command === 'migrate') return migrate(config, args)
-  if (command === 'set-role') return setRole(config, args)
-  if (command === 'create-admin') return createAdmin(config, args)
+  if (command === 'set-role') return (await import('./users/account-commands.js')).setRole(config, args)
+  if (command === 'create-admin') return (await import('./users/account-commands.js')).createAdmin(config, args)
   if (command === 'hash-benchmark' && args.length === 0) {
-    const { report, warning } = await hashBenchmark(config)
+    const { report, warning } = await (await import('./users/hash-benchmark.js')).hashBenchmark(config)
     process.stdout.write(report)
     if (warning) process.stderr.write(warning)
     return

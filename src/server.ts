@@ -1,12 +1,9 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import closeWithGrace from 'close-with-grace'
 import { ConfigError, loadConfig, type Config } from './config/index.js'
-import { buildApp, type App } from './app.js'
-import { buildManagementApp, type ManagementApp } from './management/management-app.js'
-import { createMetrics } from './telemetry/metrics.js'
-import { loggerOptions } from './telemetry/logger.js'
+import type { App } from './app.js'
+import type { ManagementApp } from './management/management-app.js'
 import { describeFailure } from './telemetry/error-description.js'
-import { logSecurityEvent } from './telemetry/security-events.js'
 
 /** Longest wait for in-flight requests once the listener stops accepting (CONTRACT §7). */
 const IN_FLIGHT_MS = 10_000
@@ -23,6 +20,10 @@ function configOrExit (): Config {
 }
 
 const config = configOrExit()
+// Loaded once the configuration holds: a bad one is refused before the app is even read.
+const [{ buildApp }, { buildManagementApp }, { createMetrics }, { loggerOptions }, { logSecurityEvent }] = await Promise.all([
+  import('./app.js'), import('./management/management-app.js'), import('./telemetry/metrics.js'), import('./telemetry/logger.js'), import('./telemetry/security-events.js')
+])
 const metrics = createMetrics()
 let shuttingDown = false
 let app: App

@@ -13,14 +13,11 @@ import { describeFailure } from '../telemetry/error-description.js'
 import { securityEventLine, type SecurityEvent, type SecurityEventDetails } from '../telemetry/security-events.js'
 import { createPasswordManager } from './password-manager.js'
 import { createUsersRepository, type UsersRepository } from './users-repository.js'
+import { CliError, UsageError } from './command-errors.js'
 
 // The CLI's commands that change accounts directly (SPEC.md allows it; CONTRACT §2): each
 // prints what it changed and writes its security event as a JSON line to standard output.
 
-/** A failure the operator can fix: its message is printed as is, and the exit code is 1. */
-export class CliError extends Error {}
-/** The command's arguments are not what it takes: the usage is printed. */
-export class UsageError extends CliError {}
 
 // Who ran the command, for the audit trail of the security events.
 function actor (): string {
