@@ -1,0 +1,48 @@
+import sensible from '@fastify/sensible'
+import Fastify from 'fastify'
+import fp from 'fastify-plugin'
+import t, { type Test } from 'tap'
+import { openMigratedPglite } from '../../src/db/snapshot.js'
+import { LOGIN_LIMITS } from '../../src/limits/policy.js'
+import errorHandler from '../../src/plugins/error-handler.js'
+import limitsRedis from '../../src/plugins/limits-redis.js'
+import loginLimit from '../../src/plugins/login-limit.js'
+import { testConfig } from '../helper.js'
+
+// The login limiter's plugin alone, on a bare instance (the login route's use: test/limits/).
+async function bareApp (t: Test, env: Record<string, string>) {
+  const { database } = await openMigratedPglite()
+  t.teardown(() => database.close())
+  const config = testConfig(env)
+  const app = Fastify()
+  await app.register(sensible)
+  await app.register(fp(async (app) => { app.decorate('database', database) }, { name: 'db' }))
+  await app.register(limitsRedis, { config })
+  await app.register(loginLimit, { config })
+  await app.register(errorHandler)
+  // A login that always fails: what the route does around the hash.
+  app.post('/login', async (request, reply) => {
+    const attempt = await app.loginLimiter.begin(request, reply, 'ana@example.com')
+    await attempt.failed()
+    return { counted: attempt.emailHmac.length > 0 }
+  })
+  t.teardown(() => app.close())
+  return app
+}
+
+t.test('failed logins of one address and e-mail are refused with 429 and Retry-After past the limit', async (t) => {
+  const app = await bareApp(t, { RATE_LIMITS: 'on' })
+  const statuses = []
+  for (let i = 0; i <= LOGIN_LIMITS.pair; i++) statuses.push((await app.inject({ method: 'POST', url: '/login' })).statusCode)
+  t.strictSame(statuses, [...Array(LOGIN_LIMITS.pair).fill(200), 429])
+  const locked = await app.inject({ method: 'POST', url: '/login' })
+  t.strictSame([locked.statusCode, locked.json()], [429, { statusCode: 429, error: 'Too Many Requests', message: 'Demasiados intentos, inténtelo más tarde' }])
+  t.match(locked.headers['retry-after'], /^[1-9]\d*$/)
+})
+
+t.test('with RATE_LIMITS=off nothing is counted', async (t) => {
+  const app = await bareApp(t, { RATE_LIMITS: 'off' })
+  const statuses = []
+  for (let i = 0; i <= LOGIN_LIMITS.pair + 1; i++) statuses.push((await app.inject({ method: 'POST', url: '/login' })).statusCode)
+  t.strictSame(statuses, Array(LOGIN_LIMITS.pair + 2).fill(200))
+})
