@@ -43,6 +43,20 @@ export function baseLoggerOptions (config: Pick<Config, 'logLevel'>) {
   }
 }
 
+/** Pino's `time` field in ISO-8601 UTC, formatted once a millisecond: the lines of one share it. */
+function isoTimestamp (): () => string {
+  let at = -1
+  let text = ''
+  return () => {
+    const now = Date.now()
+    if (now !== at) {
+      at = now
+      text = `,"time":"${new Date(now).toISOString()}"`
+    }
+    return text
+  }
+}
+
 /** Pino JSON in production, readable lines in development: chosen by the profile, never by NODE_ENV. */
 export function loggerOptions (config: Config): FastifyServerOptions['logger'] {
   const base = baseLoggerOptions(config)
@@ -51,7 +65,7 @@ export function loggerOptions (config: Config): FastifyServerOptions['logger'] {
   // handed to a libuv thread that would compete with it for the core.
   if (config.profile === 'production') {
     const stream = flushedOnExit(pino.destination({ dest: 1, sync: true, minLength: 4096, periodicFlush: 250 }))
-    return { ...base, timestamp: () => `,"time":"${new Date().toISOString()}"`, stream }
+    return { ...base, timestamp: isoTimestamp(), stream }
   }
   return { ...base, transport: { target: 'pino-pretty', options: { translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' } } }
 }

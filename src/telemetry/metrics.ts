@@ -15,6 +15,9 @@ export interface Metrics {
 }
 
 /** The registry of CONTRACT §8: requests by route pattern and status, hash time, pool use, process. */
+/** Label sets whose series are kept for the next answer; others are looked up each time. */
+const MAX_KEPT_SERIES = 1000
+
 export function createMetrics (): Metrics {
   const registry = new Registry()
   collectDefaultMetrics({ register: registry })
@@ -53,14 +56,23 @@ export function createMetrics (): Metrics {
     collect () { if (pool) { this.reset(); this.inc(pool().acquireTimeouts) } }
   })
 
+  // Each answer's series, found by one string instead of prom-client hashing a label object
+  // twice an answer; methods, route patterns and statuses are few, and the map is capped anyway.
+  const seriesByKey = new Map<string, { requests: ReturnType<typeof requests.labels>, duration: ReturnType<typeof duration.labels> }>()
   return {
     registry,
     observeHashTiming: (operation, seconds) => hashing.observe({ operation }, seconds),
     watchPool: (stats) => { pool = stats },
     observeRequest (method, route, statusCode, seconds) {
-      const labels = { method, route, status_code: String(statusCode) }
-      requests.inc(labels)
-      duration.observe(labels, seconds)
+      const key = `${method} ${route} ${statusCode}`
+      let series = seriesByKey.get(key)
+      if (series === undefined) {
+        const labels = { method, route, status_code: String(statusCode) }
+        series = { requests: requests.labels(labels), duration: duration.labels(labels) }
+        if (seriesByKey.size < MAX_KEPT_SERIES) seriesByKey.set(key, series)
+      }
+      series.requests.inc()
+      series.duration.observe(seconds)
     }
   }
 }
