@@ -205,3 +205,20 @@ export async function startInProcessApp (prefix, { port } = {}) {
   const { token } = (await app.inject({ method: 'POST', url: '/auth/login', payload: login })).json()
   return { app, login, token, close }
 }
+
+/**
+ * The rounds of an A/B of two builds: each loaded in turn, A B, B A, A B … so that drift over
+ * the run falls on both; prints each round and the means, `unit` naming what one answer is.
+ */
+export async function abRounds (services, load, { rounds, seconds, unit, digits }) {
+  const figures = { A: [], B: [] }
+  for (let round = 0; round < rounds; round++) {
+    for (const name of round % 2 ? ['B', 'A'] : ['A', 'B']) {
+      const f = await load(services[name], seconds)
+      figures[name].push(f)
+      console.log(`${name}: ${f.rate.toFixed(digits)} ${unit}/s, ${f.cpu.toFixed(1)} µs CPU each, p99 ${f.p99} ms`)
+    }
+  }
+  const mean = (name, field) => figures[name].reduce((sum, f) => sum + f[field], 0) / figures[name].length
+  console.log(`A ${mean('A', 'rate').toFixed(digits)} ${unit}/s, ${mean('A', 'cpu').toFixed(1)} µs | B ${mean('B', 'rate').toFixed(digits)} ${unit}/s, ${mean('B', 'cpu').toFixed(1)} µs | B/A: rate ${(mean('B', 'rate') / mean('A', 'rate')).toFixed(3)}, CPU per answer ${(mean('B', 'cpu') / mean('A', 'cpu')).toFixed(3)}`)
+}

@@ -9,7 +9,7 @@
 import { randomBytes } from 'node:crypto'
 import argon2 from 'argon2'
 import postgres from 'postgres'
-import { cpuSeconds, createDatabase, postJson, runNode, serviceNodeArgs, startService } from './lib.js'
+import { abRounds, cpuSeconds, createDatabase, postJson, runNode, serviceNodeArgs, startService } from './lib.js'
 
 const [dirA, dirB, rounds = '6', seconds = '5'] = process.argv.slice(2)
 if (!dirA || !dirB) throw new Error('usage: node bench/listing-ab.js <folder A> <folder B> [rounds] [seconds]')
@@ -41,16 +41,7 @@ try {
     return { rate: f.perSecond, cpu: ((cpuSeconds(pid) - before) / f.ok) * 1e6, p99: f.latency.p99 }
   }
   for (const name of ['A', 'B']) await load(services[name], 3)
-  const figures = { A: [], B: [] }
-  for (let round = 0; round < Number(rounds); round++) {
-    for (const name of round % 2 ? ['B', 'A'] : ['A', 'B']) {
-      const f = await load(services[name], Number(seconds))
-      figures[name].push(f)
-      console.log(`${name}: ${f.rate.toFixed(1)} listings/s, ${f.cpu.toFixed(0)} µs CPU each, p99 ${f.p99} ms`)
-    }
-  }
-  const mean = (name, field) => figures[name].reduce((sum, f) => sum + f[field], 0) / figures[name].length
-  console.log(`A ${mean('A', 'rate').toFixed(1)} listings/s, ${mean('A', 'cpu').toFixed(0)} µs | B ${mean('B', 'rate').toFixed(1)} listings/s, ${mean('B', 'cpu').toFixed(0)} µs | B/A: rate ${(mean('B', 'rate') / mean('A', 'rate')).toFixed(3)}, CPU per listing ${(mean('B', 'cpu') / mean('A', 'cpu')).toFixed(3)}`)
+  await abRounds(services, load, { rounds: Number(rounds), seconds: Number(seconds), unit: 'listings', digits: 1 })
 } finally {
   await sql.end()
   await services.A.stop()

@@ -8,7 +8,7 @@
 // Usage: node bench/me-ab.js <folder A> <folder B> [rounds = 6] [seconds = 5]
 // Node's options for either: AB_ARGS_A, AB_ARGS_B (default: npm start's, as bench/run.js).
 import { randomBytes } from 'node:crypto'
-import { createDatabase, meLoader, serviceNodeArgs, startService } from './lib.js'
+import { abRounds, createDatabase, meLoader, serviceNodeArgs, startService } from './lib.js'
 
 const [dirA, dirB, rounds = '6', seconds = '5'] = process.argv.slice(2)
 if (!dirA || !dirB) throw new Error('usage: node bench/me-ab.js <folder A> <folder B> [rounds] [seconds]')
@@ -21,16 +21,7 @@ try {
   const load = await meLoader(services.A.base, { username: 'abuser', email: 'ab-user@example.com', password: 'Bench12345' })
   await load(services.A, 3)
   await load(services.B, 3)
-  const figures = { A: [], B: [] }
-  for (let round = 0; round < Number(rounds); round++) {
-    for (const name of round % 2 ? ['B', 'A'] : ['A', 'B']) {
-      const f = await load(services[name], Number(seconds))
-      figures[name].push(f)
-      console.log(`${name}: ${f.rate.toFixed(0)} req/s, ${f.cpu.toFixed(1)} µs CPU each, p99 ${f.p99} ms`)
-    }
-  }
-  const mean = (name, field) => figures[name].reduce((sum, f) => sum + f[field], 0) / figures[name].length
-  console.log(`A ${mean('A', 'rate').toFixed(0)} req/s, ${mean('A', 'cpu').toFixed(1)} µs | B ${mean('B', 'rate').toFixed(0)} req/s, ${mean('B', 'cpu').toFixed(1)} µs | B/A: rate ${(mean('B', 'rate') / mean('A', 'rate')).toFixed(3)}, CPU per answer ${(mean('B', 'cpu') / mean('A', 'cpu')).toFixed(3)}`)
+  await abRounds(services, load, { rounds: Number(rounds), seconds: Number(seconds), unit: 'req', digits: 0 })
 } finally {
   await services.A.stop()
   await services.B.stop()

@@ -113,7 +113,6 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
 
   return {
     open,
-    sweep: answers.sweep,
     /**
      * Closes the connection whose server answered last, and tries its host after the others
      * for a while. Called from a query's rejection, which postgres.js settles while handling

@@ -14,11 +14,14 @@ export const migrationsFolder = fileURLToPath(new URL('../../drizzle', import.me
 // Any constant works; it only has to be the same for every instance of this service.
 const MIGRATION_LOCK_KEY = 727_001
 
-/** The migrations drizzle-kit wrote, oldest first, by tag (`0000_create_users`). */
-export function migrationTags (): string[] {
-  const journal = JSON.parse(readFileSync(join(migrationsFolder, 'meta', '_journal.json'), 'utf8')) as { entries: Array<{ idx: number, tag: string }> }
-  return journal.entries.sort((a, b) => a.idx - b.idx).map((entry) => entry.tag)
+/** drizzle-kit's journal of the migrations it wrote, oldest first: tag (`0000_init`) and timestamp. */
+export function migrationJournal (): Array<{ tag: string, when: number }> {
+  const journal = JSON.parse(readFileSync(join(migrationsFolder, 'meta', '_journal.json'), 'utf8')) as { entries: Array<{ idx: number, tag: string, when: number }> }
+  return journal.entries.sort((a, b) => a.idx - b.idx).map(({ tag, when }) => ({ tag, when }))
 }
+
+/** The migrations' tags, oldest first. */
+export const migrationTags = (): string[] => migrationJournal().map((entry) => entry.tag)
 
 /**
  * Applies pending migrations to PostgreSQL and returns the tags it applied. Several instances

@@ -11,7 +11,7 @@ export type SweepVerdict = 'drop' | 'keep'
  * discarded one still points at the entries it held (OrderedHashTable::Rehash). A
  * young-generation collection counts every old object's pointers as live, dead object or not,
  * so each request's objects outlived it until the next full collection, which then paused the
- * process: this ring keeps them young (a twentieth of the bytes promoted an answer).
+ * process: in this ring a finished request's slot is cleared, and nothing keeps it alive.
  */
 export function createArrivalQueue<T extends object> () {
   // A power of two, so a sequence number's slot is its low bits.

@@ -1,10 +1,8 @@
-import { readFile } from 'node:fs/promises'
-import { join } from 'node:path'
 import Fastify, { LogController, type FastifyBaseLogger } from 'fastify'
 import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import type { App } from '../app.js'
-import { migrationsFolder } from '../db/migrate.js'
+import { migrationJournal } from '../db/migrate.js'
 
 export interface ManagementOptions {
   /** The API instance: its listener, database, metrics and route schemas. */
@@ -28,7 +26,7 @@ const CHECK_TIMEOUT_MS = 1000
 export async function buildManagementApp ({ api, isShuttingDown, logger }: ManagementOptions) {
   // The OpenAPI document is complete only once every API route is registered.
   await api.ready()
-  const head = await migrationsHead()
+  const head = migrationsHead()
   const app = Fastify({
     loggerInstance: logger,
     // Health checks every few seconds would drown the request log.
@@ -87,12 +85,10 @@ export async function buildManagementApp ({ api, isShuttingDown, logger }: Manag
 
 export type ManagementApp = Awaited<ReturnType<typeof buildManagementApp>>
 
-interface Journal { entries: { idx: number, when: number, tag: string }[] }
-
 /** The number of migrations and the newest one's timestamp, from drizzle-kit's journal. */
-async function migrationsHead (): Promise<{ count: number, when: number }> {
-  const journal = JSON.parse(await readFile(join(migrationsFolder, 'meta', '_journal.json'), 'utf8')) as Journal
-  return { count: journal.entries.length, when: Math.max(0, ...journal.entries.map((e) => e.when)) }
+function migrationsHead (): { count: number, when: number } {
+  const entries = migrationJournal()
+  return { count: entries.length, when: Math.max(0, ...entries.map((e) => e.when)) }
 }
 
 /**

@@ -14,7 +14,7 @@ export const isExpiredTokenError = (error: unknown) => (error as { code?: string
  * The request path's token check: fast-jwt verifiers made once per key of the service, each
  * caching the tokens it verified (`verifyOptions`: CONTRACT §6's checks). @fastify/jwt signs;
  * its per-request verification reaches the same cached verifier through option merging, a
- * decode and callbacks, which cost GET /users/me a tenth of its CPU (docs/performance.md).
+ * decode and callbacks, on every authenticated request.
  * HS256 tries the previous secret after the current one; EdDSA and ES256 pick the verifier by
  * the token's `kid` among the service's own keys, never a key the token points to.
  */
