@@ -1,5 +1,4 @@
 import t from 'tap'
-import { DEV_JWT_SECRET, SECRET_PLACEHOLDER } from '../src/config/index.js'
 import { build, createPostgresDatabase, seedAccounts } from './helper.js'
 import { TEST_SECRET, freePort, http, portIsFree, spawnServer, waitFor, waitReady } from './server-process.js'
 
@@ -49,25 +48,14 @@ t.test('without PORT the service listens on 8080', { skip: port8080Free ? false 
 
 t.test('each bad configuration stops the process with exit 1 and one line naming the variable', async (t) => {
   const production = { APP_PROFILE: 'production', DATABASE_URL: 'postgres://postgres@127.0.0.1:1/none', JWT_SECRET: TEST_SECRET }
+  // test/config/config.test.ts checks every refusal's message in-process; here the process itself
+  // is on trial, once for each kind of refusal: a value that does not parse, a variable missing in
+  // production, a production rule, an address rule.
   const cases: [string, Record<string, string>, string][] = [
-    ['PORT=0', { PORT: '0' }, 'PORT'],
     ['PORT=abc', { PORT: 'abc' }, 'PORT'],
-    ['PORT=65536', { PORT: '65536' }, 'PORT'],
-    ['JWT_EXPIRATION=-1', { JWT_EXPIRATION: '-1' }, 'JWT_EXPIRATION'],
-    ['APP_PROFILE=staging', { APP_PROFILE: 'staging' }, 'APP_PROFILE'],
     ['production without DATABASE_URL', { APP_PROFILE: 'production', JWT_SECRET: TEST_SECRET }, 'DATABASE_URL'],
-    ['production without JWT_SECRET', { ...production, JWT_SECRET: '' }, 'JWT_SECRET'],
     ['production with a short JWT_SECRET', { ...production, JWT_SECRET: 'short-secret' }, 'JWT_SECRET'],
-    ['production with the placeholder JWT_SECRET', { ...production, JWT_SECRET: SECRET_PLACEHOLDER }, 'JWT_SECRET'],
-    ['production with a repeated-character JWT_SECRET', { ...production, JWT_SECRET: 'a'.repeat(48) }, 'JWT_SECRET'],
-    ['production with the development JWT_SECRET', { ...production, JWT_SECRET: DEV_JWT_SECRET }, 'JWT_SECRET'],
-    ['TRUST_PROXY=true in production', { ...production, TRUST_PROXY: 'true' }, 'TRUST_PROXY'],
-    ['TRUST_PROXY=1 (a hop count)', { TRUST_PROXY: '1' }, 'TRUST_PROXY'],
-    // proxy-addr refuses a /0 inside Fastify's constructor: once a "Startup failed: invalid range" line.
-    ['TRUST_PROXY=0.0.0.0/0', { TRUST_PROXY: '0.0.0.0/0' }, 'TRUST_PROXY'],
-    ['TRUST_PROXY=0.0.0.0/1,128.0.0.0/1 in production', { ...production, TRUST_PROXY: '0.0.0.0/1,128.0.0.0/1' }, 'TRUST_PROXY'],
-    ['DEV_ADMIN_EMAIL in production', { ...production, DEV_ADMIN_EMAIL: 'root@example.com' }, 'DEV_ADMIN_EMAIL'],
-    ['ARGON2_MEMORY_KIB=1024 in production', { ...production, ARGON2_MEMORY_KIB: '1024' }, 'ARGON2_MEMORY_KIB']
+    ['TRUST_PROXY=0.0.0.0/0', { TRUST_PROXY: '0.0.0.0/0' }, 'TRUST_PROXY']
   ]
   // The processes exit before opening anything, so several run at once; four at a time
   // keeps a two-core machine responsive for the other test files.
