@@ -7,6 +7,7 @@ import swagger from '@fastify/swagger'
 import type { Config } from './config/index.js'
 import type { Database } from './db/database.js'
 import type { Metrics } from './telemetry/metrics.js'
+import type { Tracing } from './telemetry/otel.js'
 import dbPlugin from './plugins/db.js'
 import usersPlugin from './plugins/users.js'
 import authPlugin from './plugins/auth.js'
@@ -40,6 +41,8 @@ export interface AppDependencies {
   readonly metrics?: Metrics
   /** The response deadline (CONTRACT §7: 10 s); tests of what it covers shorten it. */
   readonly responseDeadlineMs?: number
+  /** OpenTelemetry, when tracing is on (server.ts starts it before the app). */
+  readonly tracing?: Tracing
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/
@@ -74,6 +77,8 @@ export async function buildApp (config: Config, deps: AppDependencies = {}) {
     // Requests that arrive while closing get the contract's 503 from plugins/http-edges.ts instead.
     return503OnClosing: false
   }).withTypeProvider<TypeBoxTypeProvider>()
+  // Before any hook or route, so that @fastify/otel wraps every one of them in a span.
+  if (deps.tracing) await app.register(deps.tracing.plugin)
 
   // SPEC.md's own-info request is a JSON body on a GET: Fastify must parse it.
   app.addHttpMethod('GET', { hasBody: true, overrideExisting: true })
@@ -117,7 +122,7 @@ export async function buildApp (config: Config, deps: AppDependencies = {}) {
   await app.register(signupLimitPlugin, { config })
   await app.register(loginLimitPlugin, { config })
 
-  app.addHook('onResponse', requestLogHook(app.log))
+  app.addHook('onResponse', requestLogHook(app.log, deps.tracing?.logFields))
   app.addHook('onSend', (request, reply, payload, done) => {
     reply.header('x-content-type-options', 'nosniff')
     reply.header('cache-control', 'no-store')

@@ -25,11 +25,15 @@ const [{ buildApp }, { buildManagementApp }, { createMetrics }, { loggerOptions 
   import('./app.js'), import('./management/management-app.js'), import('./telemetry/metrics.js'), import('./telemetry/logger.js'), import('./telemetry/security-events.js')
 ])
 const metrics = createMetrics()
+// OpenTelemetry only when an OTLP endpoint is set: otherwise not one of its modules is loaded.
+const tracing = config.tracing === undefined
+  ? undefined
+  : (await import('./telemetry/otel.js')).startTracing({ config: config.tracing, onDropped: metrics.countDroppedSpans })
 let shuttingDown = false
 let app: App
 let management: ManagementApp | undefined
 try {
-  app = await buildApp(config, { logger: loggerOptions(config), metrics, onHashTiming: metrics.observeHashTiming })
+  app = await buildApp(config, { logger: loggerOptions(config), metrics, onHashTiming: metrics.observeHashTiming, tracing })
   if (config.management.port !== null) {
     management = await buildManagementApp({ api: app, isShuttingDown: () => shuttingDown, logger: app.log.child({ listener: 'management' }) })
   }
@@ -68,6 +72,8 @@ closeWithGrace({
   await app.close()
   clearTimeout(cut)
   await management?.close()
+  // What spans are queued go out now, or are given up within 2 s if the collector does not answer.
+  await tracing?.shutdown()
   app.log.info('shut down')
 })
 

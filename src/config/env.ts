@@ -5,6 +5,9 @@ import { JWT_ALGORITHMS } from './signing-keys.js'
 const int = (minimum: number, maximum?: number, unit?: string) =>
   Type.Integer({ minimum, ...(maximum === undefined ? {} : { maximum }), ...(unit ? { unit } : {}) })
 const Port = int(1, 65535)
+const OTLP_URL = '^https?://[^\\s/?#]+(/[^\\s?#]*)?$'
+/** The samplers the OpenTelemetry Node SDK builds from OTEL_TRACES_SAMPLER. */
+export const TRACE_SAMPLERS = ['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'] as const
 
 /** An integer variable, or one that also takes a word (MANAGEMENT_PORT: a port or "off"). */
 export const takesInteger = (schema: { type?: unknown, anyOf?: unknown[] }): boolean =>
@@ -55,6 +58,19 @@ export const EnvSchema = Type.Object({
   DEV_ADMIN_EMAIL: Type.Optional(Type.String({ pattern: '^[^\\s@]+@[^\\s@]+\\.[^\\s@]+$', description: 'must be an e-mail address' })),
   DEV_ADMIN_PASSWORD: Type.Optional(Type.String({ minLength: 1, description: 'must be a non-empty string' })),
   DEV_USER_EMAIL: Type.Optional(Type.String({ pattern: '^[^\\s@]+@[^\\s@]+\\.[^\\s@]+$', description: 'must be an e-mail address' })),
-  DEV_USER_PASSWORD: Type.Optional(Type.String({ minLength: 1, description: 'must be a non-empty string' }))
+  DEV_USER_PASSWORD: Type.Optional(Type.String({ minLength: 1, description: 'must be a non-empty string' })),
+  // OpenTelemetry's own variables (tracing.ts): the SDK reads them; these are the ones checked first.
+  OTEL_SDK_DISABLED: Type.Optional(Type.Union([Type.Literal('true'), Type.Literal('false')], { description: 'must be "true" or "false"' })),
+  OTEL_EXPORTER_OTLP_ENDPOINT: Type.Optional(Type.String({ pattern: OTLP_URL, description: 'must be an http:// or https:// URL such as http://collector:4318' })),
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: Type.Optional(Type.String({ pattern: OTLP_URL, description: 'must be an http:// or https:// URL such as http://collector:4318/v1/traces' })),
+  OTEL_EXPORTER_OTLP_PROTOCOL: Type.Optional(Type.String({ pattern: '^http/json$', description: 'must be "http/json" (OTLP over HTTP, JSON-encoded: the one exporter this service ships)' })),
+  OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: Type.Optional(Type.String({ pattern: '^http/json$', description: 'must be "http/json" (OTLP over HTTP, JSON-encoded: the one exporter this service ships)' })),
+  OTEL_TRACES_EXPORTER: Type.Optional(Type.Union([Type.Literal('otlp'), Type.Literal('none')], { description: 'must be "otlp" or "none"' })),
+  OTEL_TRACES_SAMPLER: Type.Optional(Type.Union(TRACE_SAMPLERS.map((s) => Type.Literal(s)), { description: `must be one of ${TRACE_SAMPLERS.join(', ')}` })),
+  OTEL_TRACES_SAMPLER_ARG: Type.Optional(Type.String({ pattern: '^(0(\\.[0-9]+)?|1(\\.0+)?)$', description: 'must be a sampling ratio from 0 to 1, such as 0.25' })),
+  OTEL_BSP_MAX_QUEUE_SIZE: Type.Optional(int(1, 1_000_000, 'spans')),
+  OTEL_BSP_MAX_EXPORT_BATCH_SIZE: Type.Optional(int(1, 1_000_000, 'spans')),
+  OTEL_BSP_SCHEDULE_DELAY: Type.Optional(int(0, 3_600_000, 'milliseconds')),
+  OTEL_BSP_EXPORT_TIMEOUT: Type.Optional(int(1, 3_600_000, 'milliseconds'))
 })
 export type Env = Static<typeof EnvSchema>

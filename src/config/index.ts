@@ -5,9 +5,11 @@ import { DatabaseUrlError, parseDatabaseUrl } from './database-url.js'
 import { checkProductionTrustProxy, parseTrustProxy } from './trust-proxy.js'
 import { EnvSchema, integerRule, takesInteger, type Env } from './env.js'
 import { checkSecret, tokenKeys, type TokenKeys } from './jwt.js'
+import { tracingConfig, type TracingConfig } from './tracing.js'
 
 export { ConfigError } from './config-error.js'
 export type { Env } from './env.js'
+export type { TracingConfig } from './tracing.js'
 export { DEV_JWT_SECRET, SECRET_PLACEHOLDER } from './jwt.js'
 /** OWASP's minimum argon2id cost; production refuses anything below it. */
 export const ARGON2_MINIMUM = { memoryCost: 19456, timeCost: 2, parallelism: 1 } as const
@@ -40,6 +42,8 @@ export interface Config {
   /** Where clients reach the API (the OpenAPI document's server); unset: the listener's own address. */
   readonly publicUrl: string | undefined
   readonly shutdownDrainMs: number
+  /** OpenTelemetry tracing, when an OTLP endpoint is set; undefined: off. */
+  readonly tracing: TracingConfig | undefined
   readonly seed: { readonly admin: { readonly email: string, readonly password: string }, readonly user: { readonly email: string, readonly password: string } }
 }
 
@@ -93,6 +97,7 @@ export function loadConfig (source: Record<string, string | undefined>): Config 
     corsOrigins: env.CORS_ORIGINS ? env.CORS_ORIGINS.split(',').map((o) => o.trim()) : [],
     publicUrl: env.PUBLIC_URL,
     shutdownDrainMs: env.SHUTDOWN_DRAIN_MS ?? (production ? 5000 : 0),
+    tracing: tracingConfig(env),
     seed: {
       admin: { email: env.DEV_ADMIN_EMAIL ?? 'admin@example.com', password: env.DEV_ADMIN_PASSWORD ?? 'Admin1234' },
       user: { email: env.DEV_USER_EMAIL ?? 'user@example.com', password: env.DEV_USER_PASSWORD ?? 'User12345' }

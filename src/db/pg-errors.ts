@@ -26,6 +26,11 @@ function pgFields (error: unknown): PgErrorFields | undefined {
   return undefined
 }
 
+/** The SQLSTATE of a PostgreSQL error, wherever the driver put it; undefined for any other error. */
+export function sqlStateOf (error: unknown): string | undefined {
+  return pgFields(error)?.code as string | undefined
+}
+
 /** The name of the unique constraint a 23505 error broke, or undefined for any other error. */
 export function uniqueViolation (error: unknown): string | undefined {
   const fields = pgFields(error)

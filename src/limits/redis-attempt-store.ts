@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto'
 import type { Redis } from 'ioredis'
 import { IN_FLIGHT, type AttemptStore, type MemoryAttemptStore, type Outcome, type Take } from './attempt-stores.js'
 import { IN_FLIGHT_MS } from './policy.js'
+import { inRedisSpan } from './redis-span.js'
 
 // The memory store's semantics, atomic on the Redis server. KEYS: each counter's failures key,
 // then its in-flight key. The caller gives every key one hash tag, so a Redis Cluster runs it.
@@ -60,11 +61,11 @@ export function createRedisStore (redis: Redis): AttemptStore {
     async take (counters, windowMs) {
       const keys = counters.flatMap(({ key }) => [key, key + IN_FLIGHT])
       const id = randomUUID()
-      const [status, index, wait, ...limiting] = await commands.loginTake(keys.length, ...keys, windowMs, IN_FLIGHT_MS, id, ...counters.map((c) => c.max))
+      const [status, index, wait, ...limiting] = await inRedisSpan('login_take', () => commands.loginTake(keys.length, ...keys, windowMs, IN_FLIGHT_MS, id, ...counters.map((c) => c.max)))
       const refusing = limiting.map((i) => i - 1)
       if (status === 1) return { status: 'locked', index: index - 1, retryAfterMs: wait, limiting: refusing }
       if (status === 2) return { status: 'busy', limiting: refusing }
-      const finish = async (outcome: Outcome) => { await commands.loginFinish(keys.length, ...keys, windowMs, outcome, id) }
+      const finish = async (outcome: Outcome) => { await inRedisSpan('login_finish', () => commands.loginFinish(keys.length, ...keys, windowMs, outcome, id)) }
       return { status: 'counted', attempt: { finish } }
     }
   }

@@ -1,6 +1,7 @@
 import { createRequire } from 'node:module'
 import type { Redis } from 'ioredis'
 import type { FastifyRateLimitStore, FastifyRateLimitStoreCtor } from '@fastify/rate-limit'
+import { inRedisSpan } from './redis-span.js'
 
 type Store = FastifyRateLimitStore
 type RouteOptions = Parameters<Store['child']>[0]
@@ -31,10 +32,12 @@ class FallbackStore implements Store {
         this.onFallback(new Error('Redis is not connected'))
         return callback(null, mine)
       }
-      this.shared.incr(key, (error, result) => {
-        if (error) this.onFallback(error)
-        callback(null, error ? mine : result)
-      }, timeWindow, max)
+      inRedisSpan('signup_count', () => new Promise<Parameters<Parameters<Store['incr']>[1]>[1]>((resolve, reject) => {
+        this.shared.incr(key, (error, result) => error ? reject(error) : resolve(result), timeWindow, max)
+      })).then((result) => callback(null, result), (error) => {
+        this.onFallback(error)
+        callback(null, mine)
+      })
     }, timeWindow, max)
   }
 

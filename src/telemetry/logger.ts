@@ -78,16 +78,24 @@ export function loggerOptions (config: Config): FastifyServerOptions['logger'] {
  * redaction every other line goes through: pino runs each field through the wildcard paths'
  * redactor (`*.password`), work that buys nothing here and weighs on every request.
  */
-export function requestLogHook (log: FastifyBaseLogger) {
+export function requestLogHook (log: FastifyBaseLogger, traceFields?: (request: FastifyRequest) => object | undefined) {
   const lines = log.child({}, { redact: [] })
+  const line = (request: FastifyRequest, reply: FastifyReply) => ({
+    reqId: request.id,
+    method: request.method,
+    route: request.routeOptions.url ?? request.url.split('?')[0].slice(0, 256),
+    statusCode: reply.statusCode,
+    responseTime: Math.round(reply.elapsedTime * 100) / 100
+  })
+  if (traceFields !== undefined) {
+    // With tracing on, the line also names the request's trace and server span.
+    return function logTracedRequest (request: FastifyRequest, reply: FastifyReply, done: () => void): void {
+      lines.info({ ...line(request, reply), ...traceFields(request) }, 'request completed')
+      done()
+    }
+  }
   return function logRequest (request: FastifyRequest, reply: FastifyReply, done: () => void): void {
-    lines.info({
-      reqId: request.id,
-      method: request.method,
-      route: request.routeOptions.url ?? request.url.split('?')[0].slice(0, 256),
-      statusCode: reply.statusCode,
-      responseTime: Math.round(reply.elapsedTime * 100) / 100
-    }, 'request completed')
+    lines.info(line(request, reply), 'request completed')
     done()
   }
 }

@@ -12,6 +12,8 @@ export interface Metrics {
   /** Where the pool gauges read from; set once the database is open. */
   watchPool (stats: () => PoolStats): void
   observeRequest (method: string, route: string, statusCode: number, seconds: number): void
+  /** Spans tracing gave up on (src/telemetry/span-export.ts). */
+  countDroppedSpans (reason: 'queue_full' | 'export_failed', count: number): void
 }
 
 /** The registry of CONTRACT §8: requests by route pattern and status, hash time, pool use, process. */
@@ -56,6 +58,13 @@ export function createMetrics (): Metrics {
     collect () { if (pool) { this.reset(); this.inc(pool().acquireTimeouts) } }
   })
 
+  const droppedSpans = new Counter({
+    name: 'otel_spans_dropped_total',
+    help: 'Trace spans not exported: the export queue was full, or the collector refused or did not answer',
+    labelNames: ['reason'] as const,
+    registers: [registry]
+  })
+
   // Each answer's series, found by one string instead of prom-client hashing a label object
   // twice an answer; methods, route patterns and statuses are few, and the map is capped anyway.
   const seriesByKey = new Map<string, { requests: ReturnType<typeof requests.labels>, duration: ReturnType<typeof duration.labels> }>()
@@ -63,6 +72,7 @@ export function createMetrics (): Metrics {
     registry,
     observeHashTiming: (operation, seconds) => hashing.observe({ operation }, seconds),
     watchPool: (stats) => { pool = stats },
+    countDroppedSpans: (reason, count) => droppedSpans.inc({ reason }, count),
     observeRequest (method, route, statusCode, seconds) {
       const key = `${method} ${route} ${statusCode}`
       let series = seriesByKey.get(key)

@@ -1,0 +1,100 @@
+import { FastifyOtelInstrumentation } from '@fastify/otel'
+import { SpanStatusCode, trace, type Span } from '@opentelemetry/api'
+import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http'
+import { NodeSDK } from '@opentelemetry/sdk-node'
+import { BatchSpanProcessor } from '@opentelemetry/sdk-trace'
+import type { FastifyBaseLogger, FastifyPluginCallback, FastifyRequest } from 'fastify'
+import type { TracingConfig } from '../config/tracing.js'
+import { sqlStateOf } from '../db/pg-errors.js'
+import { UNMATCHED_ROUTE } from './metrics.js'
+import { installTracer, type SpanRecorder } from './tracing.js'
+import { boundedExport, type DroppedReason } from './span-export.js'
+
+/** The ids a request's log lines carry, so they join its trace. */
+export interface TraceLogFields { trace_id: string, span_id: string }
+
+export interface Tracing {
+  /** @fastify/otel's plugin: registered first, so every hook and route after it is traced. */
+  readonly plugin: FastifyPluginCallback
+  /** The request's trace and server span ids, once its span has started. */
+  logFields (request: FastifyRequest): TraceLogFields | undefined
+  /** Exports what is queued, within `timeoutMs` whatever the collector does, and stops. */
+  shutdown (timeoutMs?: number): Promise<void>
+}
+
+export interface TracingOptions {
+  readonly config: TracingConfig
+  /** Spans given up: the queue was full (a slow or absent collector) or their export failed. */
+  readonly onDropped: (reason: DroppedReason, count: number) => void
+}
+
+/**
+ * The OpenTelemetry Node SDK, configured by the standard OTEL_* variables (endpoint, headers,
+ * service name, resource attributes, sampler, batch sizes), exporting spans over OTLP/HTTP in
+ * JSON; metrics stay on the Prometheus endpoint and logs on stdout.
+ */
+export function startTracing ({ config, onDropped }: TracingOptions): Tracing {
+  const exporter = boundedExport(new OTLPTraceExporter(), { maxQueue: config.batch.maxQueueSize, onDropped })
+  const sdk = new NodeSDK({
+    spanProcessors: [exporter.guard(new BatchSpanProcessor({ exporter, ...config.batch }))],
+    metricReaders: [],
+    logRecordProcessors: []
+  })
+  sdk.start()
+
+  const ids = new WeakMap<FastifyRequest, TraceLogFields>()
+  const instrumentation = new FastifyOtelInstrumentation({
+    requestHook (span: Span, request: FastifyRequest) {
+      // The route's pattern names the span, never the path a client typed (ids, e-mails, a query).
+      const route = request.routeOptions.url
+      span.updateName(route === undefined ? request.method : `${request.method} ${route}`)
+      span.setAttributes({ 'url.path': route ?? UNMATCHED_ROUTE, 'request.id': request.id })
+      const { traceId, spanId } = span.spanContext()
+      const fields = { trace_id: traceId, span_id: spanId }
+      ids.set(request, fields)
+      // Every later line of the request's logger carries them (pino's documented setBindings).
+      ;(request.log as FastifyBaseLogger & { setBindings (bindings: object): void }).setBindings(fields)
+    }
+  })
+  instrumentation.setTracerProvider(trace.getTracerProvider())
+
+  const tracer = trace.getTracer('user-management-service')
+  installTracer({
+    inSpan (name, attributes, work) {
+      return tracer.startActiveSpan(name, { attributes }, async (span) => {
+        try {
+          return await work(recorder(span))
+        } catch (error) {
+          span.setStatus({ code: SpanStatusCode.ERROR })
+          span.setAttribute('error.type', errorType(error))
+          throw error
+        } finally {
+          span.end()
+        }
+      })
+    }
+  })
+
+  return {
+    plugin: instrumentation.plugin(),
+    logFields: (request) => ids.get(request),
+    async shutdown (timeoutMs = 2000) {
+      installTracer(undefined)
+      let timer: NodeJS.Timeout | undefined
+      await Promise.race([
+        sdk.shutdown().catch(() => {}),
+        new Promise<void>((resolve) => { timer = setTimeout(resolve, timeoutMs) })
+      ])
+      clearTimeout(timer)
+    }
+  }
+}
+
+const recorder = (span: Span): SpanRecorder => ({ setAttributes: (attributes) => { span.setAttributes(attributes) } })
+
+/** The error's class, and its SQLSTATE or Node code when it has one: never its message. */
+export function errorType (error: unknown): string {
+  const name = (error as Error | undefined)?.constructor?.name ?? typeof error
+  const code = sqlStateOf(error) ?? (error as { code?: unknown } | undefined)?.code
+  return typeof code === 'string' && /^[A-Z0-9_]{1,32}$/.test(code) ? `${name} ${code}` : name
+}

@@ -1,0 +1,62 @@
+import { TraceFlags, type Context } from '@opentelemetry/api'
+import { ExportResultCode, type ExportResult } from '@opentelemetry/core'
+import type { ReadableSpan, Span, SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace'
+
+export type DroppedReason = 'queue_full' | 'export_failed'
+
+export interface BoundedExporter extends SpanExporter {
+  /**
+   * Wraps the batch processor: a span that would find its queue full is dropped here, where it
+   * is counted (the SDK's processor drops it just the same, and only says so in its debug log).
+   */
+  guard (processor: SpanProcessor): SpanProcessor
+}
+
+/**
+ * The exporter the batch processor hands its batches to. It counts what the collector did not
+ * take, and strips every span of what an error may have said: status messages and exception
+ * messages and stacks (a driver's message can quote a parameter), keeping the error's class.
+ */
+export function boundedExport (exporter: SpanExporter, options: { maxQueue: number, onDropped: (reason: DroppedReason, count: number) => void }): BoundedExporter {
+  const { maxQueue, onDropped } = options
+  // Ended spans handed to the processor and not yet to the exporter: its queue.
+  let queued = 0
+  const bounded: BoundedExporter = {
+    export (spans: ReadableSpan[], done: (result: ExportResult) => void): void {
+      queued = Math.max(0, queued - spans.length)
+      exporter.export(spans.map(withoutErrorText), (result) => {
+        if (result.code !== ExportResultCode.SUCCESS) onDropped('export_failed', spans.length)
+        done(result)
+      })
+    },
+    shutdown: () => exporter.shutdown(),
+    forceFlush: () => exporter.forceFlush?.() ?? Promise.resolve(),
+    guard (processor: SpanProcessor): SpanProcessor {
+      return {
+        onStart: (span: Span, parent: Context) => { processor.onStart(span, parent) },
+        onEnd (span: ReadableSpan) {
+          // The processor keeps sampled spans only.
+          if ((span.spanContext().traceFlags & TraceFlags.SAMPLED) === 0) return processor.onEnd(span)
+          if (queued >= maxQueue) return onDropped('queue_full', 1)
+          queued++
+          processor.onEnd(span)
+        },
+        forceFlush: () => processor.forceFlush(),
+        shutdown: () => processor.shutdown()
+      }
+    }
+  }
+  return bounded
+}
+
+/** The span as exported: a status without its message, exception events with their type only. */
+function withoutErrorText (span: ReadableSpan): ReadableSpan {
+  if (span.status.message === undefined && span.events.length === 0) return span
+  const events = span.events.map((event: ReadableSpan['events'][number]) => ({
+    name: event.name,
+    time: event.time,
+    attributes: event.attributes?.['exception.type'] === undefined ? {} : { 'exception.type': event.attributes['exception.type'] }
+  }))
+  // A view over the SDK's span: every other field and method is the span's own.
+  return Object.create(span, { status: { value: { code: span.status.code } }, events: { value: events } })
+}

@@ -1,0 +1,108 @@
+import { setTimeout as sleep } from 'node:timers/promises'
+import t from 'tap'
+import { freePort, http, spawnServer, waitReady, type ServerProcess } from '../server-process.js'
+import { otlpReceiver } from '../support/otlp-receiver.js'
+
+// The real process: which modules it loads, what its collector's faults cost it, how it stops.
+t.setTimeout(300_000)
+
+const moduleLog = ['--import', new URL('../support/module-log.mjs', import.meta.url).href]
+const OTEL_MODULE = /@opentelemetry|@fastify[/+]otel/
+
+const ports = async () => ({ PORT: String(await freePort()), MANAGEMENT_PORT: String(await freePort()) })
+const cheap = { ARGON2_MEMORY_KIB: '1024', ARGON2_ITERATIONS: '1', LOG_LEVEL: 'warn' }
+
+/** The modules the process had loaded when it exited (test/support/module-log.mjs). */
+function loadedModules (server: ServerProcess): string[] {
+  const line = server.stderr().split('\n').find((text) => text.startsWith('MODULES '))
+  if (!line) throw new Error(`no MODULES line:\n${server.stderr()}`)
+  return JSON.parse(line.slice('MODULES '.length)) as string[]
+}
+
+async function stop (server: ServerProcess): Promise<{ exit: unknown, ms: number }> {
+  const started = Date.now()
+  server.child.kill('SIGTERM')
+  const exit = await server.exited
+  return { exit, ms: Date.now() - started }
+}
+
+const droppedSpans = async (managementPort: number, reason: string): Promise<number> => {
+  const text = (await http(managementPort, 'GET', '/metrics')).body
+  const line = text.split('\n').find((l) => l.startsWith(`otel_spans_dropped_total{reason="${reason}"}`))
+  return Number(line?.split(' ').at(-1) ?? 0)
+}
+
+t.test('tracing off (no OTLP endpoint): nothing of OpenTelemetry loads but the API prom-client always loaded', async (t) => {
+  const env = await ports()
+  const server = spawnServer(t, { ...env, ...cheap }, moduleLog)
+  await waitReady(server)
+  const answer = await http(Number(env.PORT), 'GET', '/users/me')
+  t.equal(answer.status, 401)
+  t.strictSame(answer.json(), { statusCode: 401, error: 'Unauthorized', message: 'Token ausente' })
+  t.strictSame((await stop(server)).exit, { code: 0, signal: null })
+  const modules = loadedModules(server)
+  t.ok(modules.some((url) => url.includes('/fastify/')), 'the list holds what the process loaded')
+  // prom-client's default metrics have always required @opentelemetry/api, the no-op API (for
+  // exemplars): nothing of the SDK, the exporter or the instrumentation may join it.
+  const packages = new Set(modules.filter((url) => OTEL_MODULE.test(url)).map((url) => /(@opentelemetry|@fastify)[/+][^/]+/.exec(url)![0]))
+  t.strictSame([...packages], ['@opentelemetry/api'], 'OpenTelemetry\'s API alone, as prom-client loads it')
+  t.ok(modules.some((url) => url.includes('/prom-client/lib/metrics/processCpuTotal.js')), 'which prom-client does')
+})
+
+t.test('a collector that refuses, black-holes and comes back: every answer as usual, spans dropped and counted, a clean exit', async (t) => {
+  const receiver = await otlpReceiver(t)
+  const env = await ports()
+  const managementPort = Number(env.MANAGEMENT_PORT)
+  const server = spawnServer(t, {
+    ...env,
+    ...cheap,
+    OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint,
+    OTEL_SERVICE_NAME: 'ums-process-test',
+    OTEL_BSP_SCHEDULE_DELAY: '50',
+    OTEL_BSP_MAX_QUEUE_SIZE: '40',
+    OTEL_EXPORTER_OTLP_TIMEOUT: '500'
+  }, moduleLog)
+  await waitReady(server)
+  const port = Number(env.PORT)
+
+  /** Requests one after another, each answered with the contract's 401 within a second. */
+  async function traffic (count: number, label: string) {
+    let slowest = 0
+    for (let i = 0; i < count; i++) {
+      const started = Date.now()
+      const answer = await http(port, 'GET', '/users/me', { timeoutMs: 5000 })
+      slowest = Math.max(slowest, Date.now() - started)
+      if (answer.status !== 401) t.fail(`${label}: ${answer.status} ${answer.body}`)
+    }
+    t.ok(slowest < 1000, `${label}: ${count} answers, the slowest in ${slowest} ms`)
+  }
+
+  await traffic(5, 'collector up')
+  const first = await receiver.until((spans) => spans.some((span) => span.name === 'GET /users/me'))
+  t.ok(first.every((span) => span.traceId.length === 32), 'spans arrive while the collector takes them')
+
+  receiver.setMode('refuse')
+  await traffic(20, 'collector refusing')
+  await sleep(300)
+  t.ok(await droppedSpans(managementPort, 'export_failed') > 0, 'refused exports are counted as dropped spans')
+
+  receiver.setMode('black-hole')
+  // More spans than the queue holds, while each export waits out its 500 ms.
+  await traffic(60, 'collector black-holed')
+  t.ok(await droppedSpans(managementPort, 'queue_full') > 0, 'a full queue drops spans, counted')
+
+  receiver.setMode('accept')
+  const before = receiver.spans.length
+  await traffic(5, 'collector back')
+  await receiver.until((spans) => spans.length > before && spans.slice(before).some((span) => span.name === 'GET /users/me'))
+  t.pass('spans arrive again once the collector is back')
+
+  // A black-holed collector at the end costs the shutdown at most the tracer's 2 s bound.
+  receiver.setMode('black-hole')
+  await traffic(5, 'collector black-holed again')
+  const { exit, ms } = await stop(server)
+  t.strictSame(exit, { code: 0, signal: null }, `SIGTERM: exit 0 after ${ms} ms`)
+  t.ok(ms < 8000, 'within the shutdown\'s bounds')
+  const loaded = loadedModules(server)
+  t.ok(['@fastify/otel', '@opentelemetry/sdk-node', '@opentelemetry/exporter-trace-otlp-http'].every((name) => loaded.some((url) => url.includes(`/${name}/`))), 'tracing on: the SDK, exporter and instrumentation are loaded (the check above can see them)')
+})

@@ -1,0 +1,112 @@
+import t from 'tap'
+import { baseLoggerOptions } from '../../src/telemetry/logger.js'
+import { startTracing } from '../../src/telemetry/otel.js'
+import { build, captureLog, seedAccounts, testConfig } from '../helper.js'
+import { otlpReceiver, type ReceivedSpan } from '../support/otlp-receiver.js'
+
+// The SDK is process-wide (one tracer provider, one context manager), as in the service: this
+// file starts it once, against a receiver of its own, and every test here shares it.
+const receiver = await otlpReceiver(t)
+const env = { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint, OTEL_SERVICE_NAME: 'ums-under-test', OTEL_BSP_SCHEDULE_DELAY: '50', OTEL_TRACES_SAMPLER: 'parentbased_always_on' }
+Object.assign(process.env, env)
+const dropped: Array<[string, number]> = []
+const tracing = startTracing({ config: testConfig(env).tracing!, onDropped: (reason, count) => dropped.push([reason, count]) })
+t.teardown(() => tracing.shutdown())
+
+const CALLER_TRACE = '4bf92f3577b34da6a3ce929d0e0e4736'
+const CALLER_SPAN = '00f067aa0ba902b7'
+
+const byTrace = (traceId: string) => (spans: ReceivedSpan[]) => spans.filter((span) => span.traceId === traceId)
+
+t.test('a login with a traceparent: one trace, the server span a child of the caller\'s, database and hash spans under it, the log lines joined', async (t) => {
+  const log = captureLog()
+  const app = await build(t, 'pglite', { tracing, logger: { ...baseLoggerOptions({ logLevel: 'info' }), stream: log.stream } })
+  const response = await app.inject({
+    method: 'POST',
+    url: '/auth/login',
+    headers: { traceparent: `00-${CALLER_TRACE}-${CALLER_SPAN}-01` },
+    payload: { email: seedAccounts.user.email, password: seedAccounts.user.password }
+  })
+  t.equal(response.statusCode, 200)
+  const { user } = seedAccounts
+  t.strictSame(response.json(), { id: user.id, username: user.username, email: user.email, token: response.json().token })
+
+  const spans = byTrace(CALLER_TRACE)(await receiver.until((all) => byTrace(CALLER_TRACE)(all).some((span) => span.kind === 2)))
+  t.ok(spans.length > 0 && spans.every((span) => span.traceId === CALLER_TRACE), 'one trace: the caller\'s')
+  const server = spans.filter((span) => span.kind === 2)
+  t.equal(server.length, 1, 'one server span')
+  t.equal(server[0].parentSpanId, CALLER_SPAN, 'the server span is a child of the caller\'s span')
+  t.equal(server[0].name, 'POST /auth/login', 'named by the route pattern')
+  t.match(server[0].attributes, { 'http.route': '/auth/login', 'http.request.method': 'POST', 'http.response.status_code': 200, 'url.path': '/auth/login', 'request.id': response.headers['x-request-id'] })
+
+  // Every other span of the trace descends from the server span.
+  const ids = new Map(spans.map((span) => [span.spanId, span]))
+  const descends = (span: ReceivedSpan): boolean => span.parentSpanId === server[0].spanId || (span.parentSpanId !== undefined && ids.has(span.parentSpanId) && descends(ids.get(span.parentSpanId)!))
+  t.strictSame(spans.filter((span) => span !== server[0] && !descends(span)).map((span) => span.name), [], 'all under the server span')
+
+  const statement = spans.find((span) => span.name === 'SELECT users_by_email')
+  t.match(statement?.attributes, { 'db.system': 'postgresql', 'db.operation': 'SELECT', 'db.statement.name': 'users_by_email' }, 'the look-up by e-mail has its span')
+  const hash = spans.find((span) => span.name === 'argon2 verify')
+  t.ok(hash, 'the password check has its span')
+  t.type(hash?.attributes['hash.queue_wait_ms'], 'number', 'with its wait for a hashing slot')
+  t.type(hash?.attributes['hash.duration_ms'], 'number', 'and its hashing time')
+  t.ok(spans.some((span) => span.name.startsWith('handler - ')), 'the route handler, as @fastify/otel gives it')
+  t.ok(spans.some((span) => span.name.startsWith('onRequest - ')), 'the hooks, as @fastify/otel gives them')
+
+  const requestLines = log.lines.filter((line) => line.reqId === response.headers['x-request-id'])
+  t.ok(requestLines.length >= 2, 'the request logged its login and its completion')
+  t.strictSame([...new Set(requestLines.map((line) => `${line.trace_id} ${line.span_id}`))], [`${CALLER_TRACE} ${server[0].spanId}`], 'every line of the request names its trace and server span')
+})
+
+t.test('without a traceparent: a trace of its own, the server span a root', async (t) => {
+  const app = await build(t, 'pglite', { tracing })
+  const response = await app.inject({ method: 'GET', url: '/users/me', headers: { authorization: 'Bearer nope' } })
+  t.equal(response.statusCode, 401)
+  const requestId = response.headers['x-request-id']
+  const [server] = (await receiver.until((all) => all.some((span) => span.attributes['request.id'] === requestId))).filter((span) => span.attributes['request.id'] === requestId)
+  t.equal(server.parentSpanId, undefined)
+  t.not(server.traceId, CALLER_TRACE)
+  t.equal(server.name, 'GET /users/me')
+  t.equal(server.attributes['http.response.status_code'], 401)
+})
+
+t.test('no password, hash, e-mail, token or query parameter in any span or attribute', async (t) => {
+  const app = await build(t, 'pglite', { tracing })
+  const secrets = {
+    email: 'secret.person@example.com',
+    password: 'Sup3rSecretPass',
+    query: 'querysecret42'
+  }
+  const traceparent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01'
+  const signup = await app.inject({ method: 'POST', url: '/auth/signup', headers: { traceparent }, payload: { username: 'tracedone', email: secrets.email, password: secrets.password } })
+  t.equal(signup.statusCode, 201)
+  const login = await app.inject({ method: 'POST', url: `/auth/login?token=${secrets.query}`, headers: { traceparent }, payload: { email: secrets.email, password: secrets.password } })
+  t.equal(login.statusCode, 200)
+  const token = login.json().token as string
+  const hashOf = (await app.testDatabase.database.usersByIds([3]))[0] as unknown as Record<string, unknown>
+  const stored = (await app.inject({ method: 'GET', url: `/users/me?email=${encodeURIComponent(secrets.email)}`, headers: { traceparent, authorization: `Bearer ${token}` }, payload: { email: secrets.email } }))
+  t.equal(stored.statusCode, 200)
+  // Failures too: a duplicate (23505 in the driver), a body that is not JSON, an unknown path with an e-mail in it.
+  t.equal((await app.inject({ method: 'POST', url: '/auth/signup', headers: { traceparent }, payload: { username: 'tracedtwo', email: secrets.email, password: secrets.password } })).statusCode, 409)
+  t.equal((await app.inject({ method: 'POST', url: '/auth/login', headers: { traceparent, 'content-type': 'application/json' }, payload: `{"email":"${secrets.email}","password":` })).statusCode, 400)
+  t.equal((await app.inject({ method: 'GET', url: `/users/${secrets.email}`, headers: { traceparent, authorization: `Bearer ${token}` } })).statusCode, 404)
+
+  const spans = await receiver.until((all) => all.filter((span) => span.traceId === '0af7651916cd43dd8448eb211c80319c' && span.kind === 2).length === 6)
+  const exported = [...new Set(spans.filter((span) => span.traceId === '0af7651916cd43dd8448eb211c80319c').map((span) => span.raw))].join('\n')
+  const { rows: [row] } = await app.testDatabase.database.db.execute<{ password_hash: string }>(
+    (await import('drizzle-orm')).sql`select password_hash from users where email = ${secrets.email}`) as unknown as { rows: Array<{ password_hash: string }> }
+  t.ok(row.password_hash.startsWith('$argon2id$'), 'the hash to look for')
+  t.ok(hashOf, 'the stored record')
+  for (const [what, secret] of [...Object.entries(secrets), ['e-mail, as stored', secrets.email.toLowerCase()], ['hash', row.password_hash], ['token', token], ['token signature', token.split('.')[2]]]) {
+    t.notOk(exported.includes(secret), `no ${what} in the exported spans`)
+  }
+  const failed = spans.filter((span) => span.traceId === '0af7651916cd43dd8448eb211c80319c' && span.status.code === 2)
+  t.ok(failed.length > 0, 'the failures are recorded')
+  t.ok(failed.every((span) => span.status.message === undefined || span.status.message === ''), 'with no message')
+  const insert = spans.find((span) => span.name === 'INSERT users_insert' && span.status.code === 2)
+  t.match(insert?.attributes['error.type'], /^\w+ 23505$/, 'the duplicate\'s insert says its class and SQLSTATE')
+  const unmatched = spans.find((span) => span.kind === 2 && span.attributes['http.response.status_code'] === 404)
+  t.equal(unmatched?.name, 'GET', 'an unmatched path names no path')
+  t.equal(unmatched?.attributes['url.path'], '<unmatched>')
+  t.strictSame(dropped, [], 'nothing dropped while the collector takes every export')
+})
