@@ -60,6 +60,22 @@ t.test('behind HAProxy: three production instances, one PostgreSQL, one Redis', 
     return { rows: rows.map((r) => ({ id: r.id, email: r.email })).sort(byEmail), acknowledged: [...acknowledged].sort(byEmail) }
   }
 
+  await t.test('one request id in the balancer\'s log line and the service\'s: HAProxy\'s own when the client sent none, the client\'s otherwise', async (t) => {
+    const from = client(balancer.port, freshAddress(), false)
+    const unnamed = await from.send('me', 'GET', '/users/me')
+    t.equal(unnamed.status, 401)
+    t.strictSame(unnamed.body, { statusCode: 401, error: 'Unauthorized', message: 'Token ausente' })
+    const id = String(unnamed.headers['x-request-id'])
+    t.match(id, /^[0-9A-F]{16,64}$/, 'an id HAProxy made (hex), not one the service would (a UUID)')
+    const named = await from.send('me', 'GET', '/users/me', { headers: { 'x-request-id': 'client-chosen-7' } })
+    t.equal(named.headers['x-request-id'], 'client-chosen-7', 'the client\'s own id is kept')
+    for (const reqId of [id, 'client-chosen-7']) {
+      await until(`HAProxy logs ${reqId}`, () => balancer.output().includes(`{${reqId}}`), 5000)
+      await until(`an instance logs ${reqId}`, () => instances.some((instance) => instance.process.stdout().includes(`"reqId":"${reqId}"`)), 5000)
+      t.pass(`${reqId}: in HAProxy's line and in the service's`)
+    }
+  })
+
   await t.test('the sign-up limit counts each real client address across the instances; a forged X-Forwarded-For changes nothing', async (t) => {
     const a = client(balancer.port, '127.0.0.2')
     const answers = await signUpUntilRefused(a, 21)

@@ -1,7 +1,7 @@
 import t from 'tap'
 import { baseLoggerOptions } from '../../src/telemetry/logger.js'
 import { startTracing } from '../../src/telemetry/otel.js'
-import { build, captureLog, seedAccounts, testConfig } from '../helper.js'
+import { build, captureLog, redisIsUp, redisPrefix, seedAccounts, testConfig, TEST_REDIS_URL } from '../helper.js'
 import { otlpReceiver, type ReceivedSpan } from '../support/otlp-receiver.js'
 
 // The SDK is process-wide (one tracer provider, one context manager), as in the service: this
@@ -109,4 +109,24 @@ t.test('no password, hash, e-mail, token or query parameter in any span or attri
   t.equal(unmatched?.name, 'GET', 'an unmatched path names no path')
   t.equal(unmatched?.attributes['url.path'], '<unmatched>')
   t.strictSame(dropped, [], 'nothing dropped while the collector takes every export')
+})
+
+t.test('the limits\' calls to Redis have spans of their own, named, without their keys', { skip: (await redisIsUp()) ? false : `Redis is not answering at ${TEST_REDIS_URL}` }, async (t) => {
+  const limitsKeyPrefix = redisPrefix(t)
+  const app = await build(t, 'pglite', { tracing, limitsKeyPrefix, env: { RATE_LIMITS: 'on', REDIS_URL: TEST_REDIS_URL } })
+  const traceId = 'e3b0c44298fc1c149afbf4c8996fb924'
+  const headers = { traceparent: `00-${traceId}-${CALLER_SPAN}-01` }
+  const signup = await app.inject({ method: 'POST', url: '/auth/signup', headers, payload: { username: 'redistraced', email: 'redis.traced@example.com', password: 'Secreto123' } })
+  t.equal(signup.statusCode, 201)
+  const login = await app.inject({ method: 'POST', url: '/auth/login', headers, payload: { email: 'redis.traced@example.com', password: 'Secreto123' } })
+  t.equal(login.statusCode, 200)
+  const names = ['redis signup_count', 'redis login_take', 'redis login_finish']
+  const spans = byTrace(traceId)(await receiver.until((all) => names.every((name) => byTrace(traceId)(all).some((span) => span.name === name))))
+  for (const name of names) {
+    const span = spans.find((candidate) => candidate.name === name)!
+    t.strictSame(span.attributes, { 'db.system': 'redis', 'db.operation': name.slice('redis '.length) }, `${name}: the operation alone`)
+  }
+  const exported = [...new Set(spans.map((span) => span.raw))].join('\n')
+  t.notOk(exported.includes(limitsKeyPrefix), 'no key of the limits in the spans')
+  t.notOk(exported.includes('redis.traced@example.com'), 'nor the e-mail')
 })
