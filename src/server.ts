@@ -28,7 +28,7 @@ const metrics = createMetrics()
 // OpenTelemetry only when an OTLP endpoint is set: otherwise not one of its modules is loaded.
 const tracing = config.tracing === undefined
   ? undefined
-  : (await import('./telemetry/otel.js')).startTracing({ config: config.tracing, onDropped: metrics.countDroppedSpans })
+  : await (await import('./telemetry/otel.js')).startTracing({ config: config.tracing, onDropped: metrics.countDroppedSpans })
 let shuttingDown = false
 let app: App
 let management: ManagementApp | undefined

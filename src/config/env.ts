@@ -6,6 +6,8 @@ const int = (minimum: number, maximum?: number, unit?: string) =>
   Type.Integer({ minimum, ...(maximum === undefined ? {} : { maximum }), ...(unit ? { unit } : {}) })
 const Port = int(1, 65535)
 const OTLP_URL = '^https?://[^\\s/?#]+(/[^\\s?#]*)?$'
+// OTLP over HTTP, protobuf (OpenTelemetry's default) or JSON; this service ships no gRPC exporter.
+const OtlpProtocol = Type.Union([Type.Literal('http/protobuf'), Type.Literal('http/json')], { description: 'must be "http/protobuf" or "http/json" (OTLP over HTTP; gRPC is not shipped)' })
 /** The samplers the OpenTelemetry Node SDK builds from OTEL_TRACES_SAMPLER. */
 export const TRACE_SAMPLERS = ['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'] as const
 
@@ -63,8 +65,8 @@ export const EnvSchema = Type.Object({
   OTEL_SDK_DISABLED: Type.Optional(Type.Union([Type.Literal('true'), Type.Literal('false')], { description: 'must be "true" or "false"' })),
   OTEL_EXPORTER_OTLP_ENDPOINT: Type.Optional(Type.String({ pattern: OTLP_URL, description: 'must be an http:// or https:// URL such as http://collector:4318' })),
   OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: Type.Optional(Type.String({ pattern: OTLP_URL, description: 'must be an http:// or https:// URL such as http://collector:4318/v1/traces' })),
-  OTEL_EXPORTER_OTLP_PROTOCOL: Type.Optional(Type.String({ pattern: '^http/json$', description: 'must be "http/json" (OTLP over HTTP, JSON-encoded: the one exporter this service ships)' })),
-  OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: Type.Optional(Type.String({ pattern: '^http/json$', description: 'must be "http/json" (OTLP over HTTP, JSON-encoded: the one exporter this service ships)' })),
+  OTEL_EXPORTER_OTLP_PROTOCOL: Type.Optional(OtlpProtocol),
+  OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: Type.Optional(OtlpProtocol),
   OTEL_TRACES_EXPORTER: Type.Optional(Type.Union([Type.Literal('otlp'), Type.Literal('none')], { description: 'must be "otlp" or "none"' })),
   OTEL_TRACES_SAMPLER: Type.Optional(Type.Union(TRACE_SAMPLERS.map((s) => Type.Literal(s)), { description: `must be one of ${TRACE_SAMPLERS.join(', ')}` })),
   OTEL_TRACES_SAMPLER_ARG: Type.Optional(Type.String({ pattern: '^(0(\\.[0-9]+)?|1(\\.0+)?)$', description: 'must be a sampling ratio from 0 to 1, such as 0.25' })),

@@ -1,6 +1,5 @@
 import { FastifyOtelInstrumentation } from '@fastify/otel'
 import { SpanStatusCode, trace, type Span } from '@opentelemetry/api'
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http'
 import { NodeSDK } from '@opentelemetry/sdk-node'
 import { BatchSpanProcessor } from '@opentelemetry/sdk-trace'
 import type { FastifyBaseLogger, FastifyPluginCallback, FastifyRequest } from 'fastify'
@@ -29,11 +28,15 @@ export interface TracingOptions {
 }
 
 /**
- * The OpenTelemetry Node SDK, configured by the standard OTEL_* variables (endpoint, headers,
- * service name, resource attributes, sampler, batch sizes), exporting spans over OTLP/HTTP in
- * JSON; metrics stay on the Prometheus endpoint and logs on stdout.
+ * The OpenTelemetry Node SDK, configured by the standard OTEL_* variables (endpoint, protocol,
+ * headers, service name, resource attributes, sampler, batch sizes), exporting spans over
+ * OTLP/HTTP; metrics stay on the Prometheus endpoint and logs on stdout.
  */
-export function startTracing ({ config, onDropped }: TracingOptions): Tracing {
+export async function startTracing ({ config, onDropped }: TracingOptions): Promise<Tracing> {
+  // Only the exporter of the protocol asked for is loaded; both read OTEL_EXPORTER_OTLP_* alike.
+  const { OTLPTraceExporter } = config.protocol === 'http/json'
+    ? await import('@opentelemetry/exporter-trace-otlp-http')
+    : await import('@opentelemetry/exporter-trace-otlp-proto')
   const exporter = boundedExport(new OTLPTraceExporter(), { maxQueue: config.batch.maxQueueSize, onDropped })
   const sdk = new NodeSDK({
     spanProcessors: [exporter.guard(new BatchSpanProcessor({ exporter, ...config.batch }))],
@@ -44,6 +47,10 @@ export function startTracing ({ config, onDropped }: TracingOptions): Tracing {
 
   const ids = new WeakMap<FastifyRequest, TraceLogFields>()
   const instrumentation = new FastifyOtelInstrumentation({
+    // A span per hook per request costs GET /users/me three times its CPU with every request
+    // sampled (docs/performance.md): the request and handler spans stay, and the statement,
+    // hash and Redis spans under them show where a request waited.
+    instrumentHooks: false,
     requestHook (span: Span, request: FastifyRequest) {
       // The route's pattern names the span, never the path a client typed (ids, e-mails, a query).
       const route = request.routeOptions.url

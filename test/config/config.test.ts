@@ -34,10 +34,12 @@ t.test('development defaults follow CONTRACT §1', async (t) => {
 
 t.test('tracing: on with an OTLP endpoint and nothing else, off again when the SDK or its exporter is disabled', async (t) => {
   const batch = { maxQueueSize: 2048, maxExportBatchSize: 512, scheduledDelayMillis: 5000, exportTimeoutMillis: 30_000 }
-  t.strictSame(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' }).tracing, { batch })
-  t.strictSame(loadConfig({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'https://collector.example.com/v1/traces' }).tracing, { batch })
+  const protocol = 'http/protobuf'
+  t.strictSame(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' }).tracing, { protocol, batch })
+  t.strictSame(loadConfig({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'https://collector.example.com/v1/traces', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' }).tracing, { protocol: 'http/json', batch })
+  t.strictSame(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/protobuf' }).tracing, { protocol, batch }, 'the traces\' own protocol first')
   t.strictSame(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_BSP_MAX_QUEUE_SIZE: '100', OTEL_BSP_SCHEDULE_DELAY: '50' }).tracing,
-    { batch: { ...batch, maxQueueSize: 100, maxExportBatchSize: 100, scheduledDelayMillis: 50 } }, 'a batch never larger than the queue')
+    { protocol, batch: { ...batch, maxQueueSize: 100, maxExportBatchSize: 100, scheduledDelayMillis: 50 } }, 'a batch never larger than the queue')
   t.equal(loadConfig({ OTEL_SERVICE_NAME: 'accounts', OTEL_TRACES_SAMPLER: 'always_on' }).tracing, undefined, 'no endpoint: off')
   t.equal(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_SDK_DISABLED: 'true' }).tracing, undefined)
   t.equal(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_TRACES_EXPORTER: 'none' }).tracing, undefined)
@@ -98,7 +100,7 @@ const invalid: Array<[string, Record<string, string>, string]> = [
   ['SHUTDOWN_DRAIN_MS', { SHUTDOWN_DRAIN_MS: '-5' }, 'Invalid configuration: SHUTDOWN_DRAIN_MS must be a non-negative integer (milliseconds) (got "-5")'],
   ['ARGON2_MEMORY_KIB', { ARGON2_MEMORY_KIB: 'lots' }, 'Invalid configuration: ARGON2_MEMORY_KIB must be a positive integer (KiB) (got "lots")'],
   ['OTEL_EXPORTER_OTLP_ENDPOINT', { OTEL_EXPORTER_OTLP_ENDPOINT: 'collector:4318' }, 'Invalid configuration: OTEL_EXPORTER_OTLP_ENDPOINT must be an http:// or https:// URL such as http://collector:4318 (got "collector:4318")'],
-  ['OTEL_EXPORTER_OTLP_PROTOCOL', { OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' }, 'Invalid configuration: OTEL_EXPORTER_OTLP_PROTOCOL must be "http/json" (OTLP over HTTP, JSON-encoded: the one exporter this service ships) (got "grpc")'],
+  ['OTEL_EXPORTER_OTLP_PROTOCOL', { OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' }, 'Invalid configuration: OTEL_EXPORTER_OTLP_PROTOCOL must be "http/protobuf" or "http/json" (OTLP over HTTP; gRPC is not shipped) (got "grpc")'],
   ['OTEL_TRACES_SAMPLER', { OTEL_TRACES_SAMPLER: 'sometimes' }, 'Invalid configuration: OTEL_TRACES_SAMPLER must be one of always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off, parentbased_traceidratio (got "sometimes")'],
   ['OTEL_TRACES_SAMPLER_ARG', { OTEL_TRACES_SAMPLER_ARG: '1.5' }, 'Invalid configuration: OTEL_TRACES_SAMPLER_ARG must be a sampling ratio from 0 to 1, such as 0.25 (got "1.5")'],
   ['OTEL_SDK_DISABLED', { OTEL_SDK_DISABLED: 'yes' }, 'Invalid configuration: OTEL_SDK_DISABLED must be "true" or "false" (got "yes")']

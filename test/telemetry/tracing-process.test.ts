@@ -58,8 +58,9 @@ t.test('a collector that refuses, black-holes and comes back: every answer as us
     ...cheap,
     OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint,
     OTEL_SERVICE_NAME: 'ums-process-test',
+    OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
     OTEL_BSP_SCHEDULE_DELAY: '50',
-    OTEL_BSP_MAX_QUEUE_SIZE: '40',
+    OTEL_BSP_MAX_QUEUE_SIZE: '10',
     OTEL_EXPORTER_OTLP_TIMEOUT: '500'
   }, moduleLog)
   await waitReady(server)
