@@ -13,7 +13,7 @@ import { boundedExport, type DroppedReason } from './span-export.js'
 export interface TraceLogFields { trace_id: string, span_id: string }
 
 export interface Tracing {
-  /** @fastify/otel's plugin: registered first, so every hook and route after it is traced. */
+  /** @fastify/otel's plugin: registered before any route, so that every route has its server span. */
   readonly plugin: FastifyPluginCallback
   /** The request's trace and server span ids, once its span has started. */
   logFields (request: FastifyRequest): TraceLogFields | undefined
