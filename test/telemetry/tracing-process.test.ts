@@ -32,9 +32,24 @@ const droppedSpans = async (managementPort: number, reason: string): Promise<num
   return Number(line?.split(' ').at(-1) ?? 0)
 }
 
+// Both processes start at once: each test then waits for its own.
+const offEnv = await ports()
+const offServer = spawnServer(t, { ...offEnv, ...cheap }, moduleLog)
+const receiver = await otlpReceiver(t)
+const onEnv = await ports()
+const onServer = spawnServer(t, {
+  ...onEnv,
+  ...cheap,
+  OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint,
+  OTEL_SERVICE_NAME: 'ums-process-test',
+  OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+  OTEL_BSP_SCHEDULE_DELAY: '50',
+  OTEL_BSP_MAX_QUEUE_SIZE: '10',
+  OTEL_EXPORTER_OTLP_TIMEOUT: '500'
+}, moduleLog)
+
 t.test('tracing off (no OTLP endpoint): nothing of OpenTelemetry loads but the API prom-client always loaded', async (t) => {
-  const env = await ports()
-  const server = spawnServer(t, { ...env, ...cheap }, moduleLog)
+  const [env, server] = [offEnv, offServer]
   await waitReady(server)
   const answer = await http(Number(env.PORT), 'GET', '/users/me')
   t.equal(answer.status, 401)
@@ -50,19 +65,8 @@ t.test('tracing off (no OTLP endpoint): nothing of OpenTelemetry loads but the A
 })
 
 t.test('a collector that refuses, black-holes and comes back: every answer as usual, spans dropped and counted, a clean exit', async (t) => {
-  const receiver = await otlpReceiver(t)
-  const env = await ports()
+  const [env, server] = [onEnv, onServer]
   const managementPort = Number(env.MANAGEMENT_PORT)
-  const server = spawnServer(t, {
-    ...env,
-    ...cheap,
-    OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint,
-    OTEL_SERVICE_NAME: 'ums-process-test',
-    OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
-    OTEL_BSP_SCHEDULE_DELAY: '50',
-    OTEL_BSP_MAX_QUEUE_SIZE: '10',
-    OTEL_EXPORTER_OTLP_TIMEOUT: '500'
-  }, moduleLog)
   await waitReady(server)
   const port = Number(env.PORT)
 
