@@ -1,7 +1,7 @@
 import t from 'tap'
 import { baseLoggerOptions } from '../../src/telemetry/logger.js'
 import { startTracing } from '../../src/telemetry/otel.js'
-import { build, captureLog, redisIsUp, redisPrefix, seedAccounts, testConfig, TEST_REDIS_URL } from '../helper.js'
+import { build, captureLog, redisIsUp, redisPrefix, seedAccounts, testConfig, testDatabases, TEST_REDIS_URL } from '../helper.js'
 import { otlpReceiver, type ReceivedSpan } from '../support/otlp-receiver.js'
 
 // The SDK is process-wide (one tracer provider, one context manager), as in the service: this
@@ -18,46 +18,50 @@ const CALLER_SPAN = '00f067aa0ba902b7'
 
 const byTrace = (traceId: string) => (spans: ReceivedSpan[]) => spans.filter((span) => span.traceId === traceId)
 
-t.test('a login with a traceparent: one trace, the server span a child of the caller\'s, database and hash spans under it, the log lines joined', async (t) => {
-  const log = captureLog()
-  const app = await build(t, 'pglite', { tracing, logger: { ...baseLoggerOptions({ logLevel: 'info' }), stream: log.stream } })
-  const response = await app.inject({
-    method: 'POST',
-    url: '/auth/login',
-    headers: { traceparent: `00-${CALLER_TRACE}-${CALLER_SPAN}-01` },
-    payload: { email: seedAccounts.user.email, password: seedAccounts.user.password }
+for (const [index, kind] of testDatabases().entries()) {
+  // A trace id of its own for each database kind.
+  const CALLER_TRACE = `${index}bf92f3577b34da6a3ce929d0e0e4736`
+  t.test(`a login with a traceparent on ${kind}: one trace, the server span a child of the caller's, database and hash spans under it, the log lines joined`, async (t) => {
+    const log = captureLog()
+    const app = await build(t, kind, { tracing, logger: { ...baseLoggerOptions({ logLevel: 'info' }), stream: log.stream } })
+    const response = await app.inject({
+      method: 'POST',
+      url: '/auth/login',
+      headers: { traceparent: `00-${CALLER_TRACE}-${CALLER_SPAN}-01` },
+      payload: { email: seedAccounts.user.email, password: seedAccounts.user.password }
+    })
+    t.equal(response.statusCode, 200)
+    const { user } = seedAccounts
+    t.strictSame(response.json(), { id: user.id, username: user.username, email: user.email, token: response.json().token })
+
+    const spans = byTrace(CALLER_TRACE)(await receiver.until((all) => byTrace(CALLER_TRACE)(all).some((span) => span.kind === 2)))
+    t.ok(spans.length > 0 && spans.every((span) => span.traceId === CALLER_TRACE), 'one trace: the caller\'s')
+    const server = spans.filter((span) => span.kind === 2)
+    t.equal(server.length, 1, 'one server span')
+    t.equal(server[0].parentSpanId, CALLER_SPAN, 'the server span is a child of the caller\'s span')
+    t.equal(server[0].name, 'POST /auth/login', 'named by the route pattern')
+    t.match(server[0].attributes, { 'http.route': '/auth/login', 'http.request.method': 'POST', 'http.response.status_code': 200, 'url.path': '/auth/login', 'request.id': response.headers['x-request-id'] })
+
+    // Every other span of the trace descends from the server span.
+    const ids = new Map(spans.map((span) => [span.spanId, span]))
+    const descends = (span: ReceivedSpan): boolean => span.parentSpanId === server[0].spanId || (span.parentSpanId !== undefined && ids.has(span.parentSpanId) && descends(ids.get(span.parentSpanId)!))
+    t.strictSame(spans.filter((span) => span !== server[0] && !descends(span)).map((span) => span.name), [], 'all under the server span')
+
+    const statement = spans.find((span) => span.name === 'SELECT users_by_email')
+    t.match(statement?.attributes, { 'db.system': 'postgresql', 'db.operation': 'SELECT', 'db.statement.name': 'users_by_email' }, 'the look-up by e-mail has its span')
+    const hash = spans.find((span) => span.name === 'argon2 verify')
+    t.ok(hash, 'the password check has its span')
+    t.type(hash?.attributes['hash.queue_wait_ms'], 'number', 'with its wait for a hashing slot')
+    t.type(hash?.attributes['hash.duration_ms'], 'number', 'and its hashing time')
+    t.ok(spans.some((span) => span.name.startsWith('handler - ')), 'the route handler, as @fastify/otel gives it')
+    t.strictSame(spans.filter((span) => /^(onRequest|preHandler|onSend|onResponse) - /.test(span.name)).map((span) => span.name), [], 'no span per hook (their cost: docs/performance.md)')
+
+    const requestLines = log.lines.filter((line) => line.reqId === response.headers['x-request-id'])
+    t.ok(requestLines.length >= 2, 'the request logged its login and its completion')
+    t.strictSame([...new Set(requestLines.map((line) => `${line.trace_id} ${line.span_id}`))], [`${CALLER_TRACE} ${server[0].spanId}`], 'every line of the request names its trace and server span')
   })
-  t.equal(response.statusCode, 200)
-  const { user } = seedAccounts
-  t.strictSame(response.json(), { id: user.id, username: user.username, email: user.email, token: response.json().token })
 
-  const spans = byTrace(CALLER_TRACE)(await receiver.until((all) => byTrace(CALLER_TRACE)(all).some((span) => span.kind === 2)))
-  t.ok(spans.length > 0 && spans.every((span) => span.traceId === CALLER_TRACE), 'one trace: the caller\'s')
-  const server = spans.filter((span) => span.kind === 2)
-  t.equal(server.length, 1, 'one server span')
-  t.equal(server[0].parentSpanId, CALLER_SPAN, 'the server span is a child of the caller\'s span')
-  t.equal(server[0].name, 'POST /auth/login', 'named by the route pattern')
-  t.match(server[0].attributes, { 'http.route': '/auth/login', 'http.request.method': 'POST', 'http.response.status_code': 200, 'url.path': '/auth/login', 'request.id': response.headers['x-request-id'] })
-
-  // Every other span of the trace descends from the server span.
-  const ids = new Map(spans.map((span) => [span.spanId, span]))
-  const descends = (span: ReceivedSpan): boolean => span.parentSpanId === server[0].spanId || (span.parentSpanId !== undefined && ids.has(span.parentSpanId) && descends(ids.get(span.parentSpanId)!))
-  t.strictSame(spans.filter((span) => span !== server[0] && !descends(span)).map((span) => span.name), [], 'all under the server span')
-
-  const statement = spans.find((span) => span.name === 'SELECT users_by_email')
-  t.match(statement?.attributes, { 'db.system': 'postgresql', 'db.operation': 'SELECT', 'db.statement.name': 'users_by_email' }, 'the look-up by e-mail has its span')
-  const hash = spans.find((span) => span.name === 'argon2 verify')
-  t.ok(hash, 'the password check has its span')
-  t.type(hash?.attributes['hash.queue_wait_ms'], 'number', 'with its wait for a hashing slot')
-  t.type(hash?.attributes['hash.duration_ms'], 'number', 'and its hashing time')
-  t.ok(spans.some((span) => span.name.startsWith('handler - ')), 'the route handler, as @fastify/otel gives it')
-  t.strictSame(spans.filter((span) => /^(onRequest|preHandler|onSend|onResponse) - /.test(span.name)).map((span) => span.name), [], 'no span per hook (their cost: docs/performance.md)')
-
-  const requestLines = log.lines.filter((line) => line.reqId === response.headers['x-request-id'])
-  t.ok(requestLines.length >= 2, 'the request logged its login and its completion')
-  t.strictSame([...new Set(requestLines.map((line) => `${line.trace_id} ${line.span_id}`))], [`${CALLER_TRACE} ${server[0].spanId}`], 'every line of the request names its trace and server span')
-})
-
+}
 t.test('without a traceparent: a trace of its own, the server span a root', async (t) => {
   const app = await build(t, 'pglite', { tracing })
   const response = await app.inject({ method: 'GET', url: '/users/me', headers: { authorization: 'Bearer nope' } })
