@@ -41,7 +41,8 @@ export interface ServerProcess {
  * test runner's environment leaks into the configuration. Killed at teardown if still running.
  */
 export function spawnServer (t: Test, env: Record<string, string>, nodeArgs: string[] = []): ServerProcess {
-  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', 'src/server.ts'], {
+  // As the test processes run (.taprc): PGlite's WebAssembly without V8's optimizing tier-up.
+  const child = spawn(process.execPath, ['--liftoff-only', ...nodeArgs, '--import', 'tsx', 'src/server.ts'], {
     cwd: root,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env },
     stdio: ['ignore', 'pipe', 'pipe']
