@@ -7,8 +7,7 @@
 // postgres.js with its defaults (10 connections, prepared statements) but no pipelining: under
 // sustained load its pool's queue of busy connections never empties, and each pipelined query
 // scans it with indexOf (src/queue.js keeps every shifted slot until the queue is empty), so a
-// pipelining ceiling lost about 2 µs of CPU an answer for every second it ran (59 to 138 µs
-// over 40 s). Without it the ceiling holds its first-second speed.
+// pipelining ceiling grows slower the longer it runs. Without it the ceiling holds its speed.
 // CEILING_BATCH=1, the batched ceiling (issue 25): the look-ups of one turn of the event loop
 // share one `where id = any($1)` statement, as the service's do (collected until setImmediate).
 // Env: DATABASE_URL, JWT_SECRET, JWT_ISSUER, JWT_AUDIENCE (as the service), PORT; CEILING_POOL_MAX and

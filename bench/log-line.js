@@ -1,7 +1,7 @@
 // The request log line in-process, as the service writes it per request: Fastify's child logger
 // with the request id, then the line itself, through the production logger options (src/telemetry/logger.ts,
-// from the build) into /dev/null. "redacted" writes the line through that child, as before commit
-// 04445db; "as built" through requestLogHook's logger without redaction. Prints CPU a line and
+// from the build) into /dev/null. "redacted" writes the line through that child, with pino's
+// redaction; "as built" through requestLogHook's logger without redaction. Prints CPU a line and
 // young-generation collections (scavenges) per 200,000 lines, three rounds alternated; run it
 // with the service's `--max-semi-space-size=8` so the collections compare with the service's.
 // Usage: npm run build && node --max-semi-space-size=8 bench/log-line.js

@@ -2,8 +2,8 @@
 // path: both on core 0 over one fresh PostgreSQL database, loaded in turn from core 1 (32
 // connections, SPEC's own-info request), in the order A B B A A B … so that drift over the run
 // falls on both. Prints each round and the means: requests per second and CPU per answer.
-// Run it in both orders: with the same build on both sides, B (started second) measured up to
-// 16% slower than A on a 2-core machine.
+// Run it in both orders: on a 2-core machine the instance started second can measure slower
+// even when both sides are the same build.
 // Each folder needs its own build (npm run build) and node_modules (a link will do).
 // Usage: node bench/me-ab.js <folder A> <folder B> [rounds = 6] [seconds = 5]
 // Node's options for either: AB_ARGS_A, AB_ARGS_B (default: npm start's, as bench/run.js).

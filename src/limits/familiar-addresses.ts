@@ -2,6 +2,7 @@ import { and, eq, gt, lt, ne, sql } from 'drizzle-orm'
 import type { AppDatabase } from '../db/database.js'
 import { familiarAddresses, users } from '../db/schema.js'
 import { normalizeEmail } from '../schemas/user-rules.js'
+import { inStatementSpan } from '../telemetry/tracing.js'
 import { FAMILIAR_MS } from './policy.js'
 
 export interface FamiliarAddresses {
@@ -50,14 +51,15 @@ export function createFamiliarAddresses (db: AppDatabase, { cacheMs = 60_000, ca
       const key = `${normalizeEmail(email)}\n${address}`
       const cached = cache.get(key)
       if (cached && cached.until > now()) return cached.familiar
-      const familiar = (await lookup.execute({ email: normalizeEmail(email), address })).length > 0
+      const familiar = (await inStatementSpan('SELECT', 'familiar_lookup', () => lookup.execute({ email: normalizeEmail(email), address }))).length > 0
       keep(key, familiar)
       return familiar
     },
     async remember (userId, email, address) {
       keep(`${normalizeEmail(email)}\n${address}`, true)
       // Pruned when the row was written: at most hourly per account and address.
-      if ((await touch.execute({ userId, address })).length > 0) await prune.execute({ userId, address })
+      const touched = await inStatementSpan('INSERT', 'familiar_touch', () => touch.execute({ userId, address }))
+      if (touched.length > 0) await inStatementSpan('DELETE', 'familiar_prune', () => prune.execute({ userId, address }))
     }
   }
 }

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto'
 import type { Redis } from 'ioredis'
 import { IN_FLIGHT, type AttemptStore, type MemoryAttemptStore, type Outcome, type Take } from './attempt-stores.js'
 import { IN_FLIGHT_MS } from './policy.js'
-import { inRedisSpan } from './redis-span.js'
+import { inRedisSpan } from '../telemetry/tracing.js'
 
 // The memory store's semantics, atomic on the Redis server. KEYS: each counter's failures key,
 // then its in-flight key. The caller gives every key one hash tag, so a Redis Cluster runs it.

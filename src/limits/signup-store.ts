@@ -1,7 +1,7 @@
 import { createRequire } from 'node:module'
 import type { Redis } from 'ioredis'
 import type { FastifyRateLimitStore, FastifyRateLimitStoreCtor } from '@fastify/rate-limit'
-import { inRedisSpan } from './redis-span.js'
+import { inRedisSpan, tracing } from '../telemetry/tracing.js'
 
 type Store = FastifyRateLimitStore
 type RouteOptions = Parameters<Store['child']>[0]
@@ -32,12 +32,13 @@ class FallbackStore implements Store {
         this.onFallback(new Error('Redis is not connected'))
         return callback(null, mine)
       }
-      inRedisSpan('signup_count', () => new Promise<Parameters<Parameters<Store['incr']>[1]>[1]>((resolve, reject) => {
-        this.shared.incr(key, (error, result) => error ? reject(error) : resolve(result), timeWindow, max)
-      })).then((result) => callback(null, result), (error) => {
-        this.onFallback(error)
-        callback(null, mine)
-      })
+      const count = (done: Parameters<Store['incr']>[1]) => this.shared.incr(key, (error, result) => {
+        if (error) this.onFallback(error)
+        done(null, error ? mine : result)
+      }, timeWindow, max)
+      if (!tracing()) return count(callback)
+      // Traced, the call becomes a promise for its span; the answer still comes by the callback.
+      void inRedisSpan('signup_count', () => new Promise<void>((resolve) => count((error, result) => { callback(error, result); resolve() })))
     }, timeWindow, max)
   }
 

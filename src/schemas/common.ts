@@ -1,5 +1,5 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox'
-import { ROLES } from '../schemas/roles.js'
+import { ROLES } from './roles.js'
 import { USERNAME_BLANK, USERNAME_CHARACTERS, USERNAME_LENGTH } from '../schemas/user-rules.js'
 import { MAX_EMAIL_LENGTH } from '../http/validation.js'
 

@@ -60,9 +60,9 @@ function isoTimestamp (): () => string {
 /** Pino JSON in production, readable lines in development: chosen by the profile, never by NODE_ENV. */
 export function loggerOptions (config: Config): FastifyServerOptions['logger'] {
   const base = baseLoggerOptions(config)
-  // Stdout written 4 KiB at a time or every 250 ms, whichever comes first: a write(2) a line
-  // was the largest single cost of a request. Written from the main thread (pino's default), not
-  // handed to a libuv thread that would compete with it for the core.
+  // Stdout written 4 KiB at a time or every 250 ms, whichever comes first, so that a request does
+  // not cost a write(2) of its own. Written from the main thread (pino's default), not handed to a
+  // libuv thread that would compete with it for the core.
   if (config.profile === 'production') {
     const stream = flushedOnExit(pino.destination({ dest: 1, sync: true, minLength: 4096, periodicFlush: 250 }))
     return { ...base, timestamp: isoTimestamp(), stream }

@@ -16,10 +16,10 @@ export interface Metrics {
   countDroppedSpans (reason: 'queue_full' | 'export_failed', count: number): void
 }
 
-/** The registry of CONTRACT §8: requests by route pattern and status, hash time, pool use, process. */
 /** Label sets whose series are kept for the next answer; others are looked up each time. */
 const MAX_KEPT_SERIES = 1000
 
+/** The registry of CONTRACT §8: requests by route pattern and status, hash time, pool use, process. */
 export function createMetrics (): Metrics {
   const registry = new Registry()
   collectDefaultMetrics({ register: registry })

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises'
 import { FastifyOtelInstrumentation } from '@fastify/otel'
 import { SpanStatusCode, trace, type Span } from '@opentelemetry/api'
 import { NodeSDK } from '@opentelemetry/sdk-node'
@@ -6,7 +7,7 @@ import type { FastifyBaseLogger, FastifyPluginCallback, FastifyRequest } from 'f
 import type { TracingConfig } from '../config/tracing.js'
 import { sqlStateOf } from '../db/pg-errors.js'
 import { UNMATCHED_ROUTE } from './metrics.js'
-import { installTracer, type SpanRecorder } from './tracing.js'
+import { installTracer } from './tracing.js'
 import { boundedExport, type DroppedReason } from './span-export.js'
 
 /** The ids a request's log lines carry, so they join its trace. */
@@ -69,7 +70,7 @@ export async function startTracing ({ config, onDropped }: TracingOptions): Prom
     inSpan (name, attributes, work) {
       return tracer.startActiveSpan(name, { attributes }, async (span) => {
         try {
-          return await work(recorder(span))
+          return await work(span)
         } catch (error) {
           span.setStatus({ code: SpanStatusCode.ERROR })
           span.setAttribute('error.type', errorType(error))
@@ -86,20 +87,14 @@ export async function startTracing ({ config, onDropped }: TracingOptions): Prom
     logFields: (request) => ids.get(request),
     async shutdown (timeoutMs = 2000) {
       installTracer(undefined)
-      let timer: NodeJS.Timeout | undefined
-      await Promise.race([
-        sdk.shutdown().catch(() => {}),
-        new Promise<void>((resolve) => { timer = setTimeout(resolve, timeoutMs) })
-      ])
-      clearTimeout(timer)
+      // An unreferenced timer: it never holds the process up once the SDK is done.
+      await Promise.race([sdk.shutdown().catch(() => {}), sleep(timeoutMs, undefined, { ref: false })])
     }
   }
 }
 
-const recorder = (span: Span): SpanRecorder => ({ setAttributes: (attributes) => { span.setAttributes(attributes) } })
-
 /** The error's class, and its SQLSTATE or Node code when it has one: never its message. */
-export function errorType (error: unknown): string {
+function errorType (error: unknown): string {
   const name = (error as Error | undefined)?.constructor?.name ?? typeof error
   const code = sqlStateOf(error) ?? (error as { code?: unknown } | undefined)?.code
   return typeof code === 'string' && /^[A-Z0-9_]{1,32}$/.test(code) ? `${name} ${code}` : name

@@ -35,3 +35,20 @@ export function inSpan<T> (name: string, attributes: SpanAttributes, work: (span
 export function tracing (): boolean {
   return tracer !== undefined
 }
+
+/**
+ * One database statement in a span of its own (postgres.js has no instrumentation):
+ * `SELECT users_by_email`, its name and operation, never its text or parameters.
+ */
+export function inStatementSpan<T> (operation: string, name: string, run: () => Promise<T>, batchSize?: number): Promise<T> {
+  if (tracer === undefined) return run()
+  const attributes: SpanAttributes = { 'db.system': 'postgresql', 'db.operation': operation, 'db.statement.name': name }
+  if (batchSize !== undefined) attributes['db.operation.batch.size'] = batchSize
+  return tracer.inSpan(`${operation} ${name}`, attributes, run)
+}
+
+/** One call of the abuse limits to Redis in a span of its own: `redis login_take`, never its keys. */
+export function inRedisSpan<T> (operation: string, run: () => Promise<T>): Promise<T> {
+  if (tracer === undefined) return run()
+  return tracer.inSpan(`redis ${operation}`, { 'db.system': 'redis', 'db.operation': operation }, run)
+}

@@ -2,7 +2,7 @@ import { Readable } from 'node:stream'
 import type { Database } from '../db/database.js'
 import { createCopyJsonWriter, type CopyField } from '../db/copy-json.js'
 import type { PublicColumn } from '../db/queries.js'
-import { inStatementSpan } from '../db/statement-span.js'
+import { inStatementSpan } from '../telemetry/tracing.js'
 import { UserRecord } from '../schemas/users.js'
 
 /**
@@ -46,7 +46,7 @@ export async function usersJsonStream (database: Database, size = LISTING_PAGE_S
     fetching = true
     try {
       const writer = createCopyJsonWriter(LISTING_FIELDS, push, { continues: after > 0 })
-      await inStatementSpan('users_copy_page', 'COPY', () => database.copyUserPage({ columns, after, size }, writer.write))
+      await inStatementSpan('COPY', 'users_copy_page', () => database.copyUserPage({ columns, after, size }, writer.write))
       const page = writer.end()
       after = page.lastId
       // A short page is the last: no query to learn that the next one is empty.

@@ -4,7 +4,7 @@ import type { Database } from '../db/database.js'
 import { publicColumns } from '../db/queries.js'
 import { users } from '../db/schema.js'
 import { uniqueViolation } from '../db/pg-errors.js'
-import { inStatementSpan } from '../db/statement-span.js'
+import { inStatementSpan } from '../telemetry/tracing.js'
 import { DuplicateUserError, type UniqueField } from '../http/errors.js'
 import type { UserRecord } from '../schemas/users.js'
 import { MAX_USER_ID, usernameKey } from './user.js'
@@ -32,7 +32,7 @@ const MAX_IDS_PER_LOOKUP = 128
 function batchedLookup (database: Database): (id: number) => Promise<UserRecord | undefined> {
   const loader = new DataLoader<number, UserRecord | undefined>(async (ids) => {
     // One span for the statement, under the request that opened the batch.
-    const found = await inStatementSpan('users_by_ids', 'SELECT', () => database.usersByIds(ids), { 'db.operation.batch.size': ids.length })
+    const found = await inStatementSpan('SELECT', 'users_by_ids', () => database.usersByIds(ids), ids.length)
     const rows = new Map(found.map((row) => [row.id, row]))
     return ids.map((id) => rows.get(id))
   }, {
@@ -69,7 +69,7 @@ export function createUsersRepository (database: Database) {
   /** The fields of `user` that an existing account already holds. */
   async function collidingFields (user: ReturnType<typeof newUserRow>, constraint: string): Promise<UniqueField[]> {
     const fields = new Set<UniqueField>()
-    for (const row of await inStatementSpan('users_conflicts', 'SELECT', () => conflicts.execute({ email: user.email, usernameKey: user.usernameKey }))) {
+    for (const row of await inStatementSpan('SELECT', 'users_conflicts', () => conflicts.execute({ email: user.email, usernameKey: user.usernameKey }))) {
       if (row.email === user.email) fields.add('email')
       if (row.usernameKey === user.usernameKey) fields.add('username')
     }
@@ -80,7 +80,7 @@ export function createUsersRepository (database: Database) {
 
   return {
     async findByEmail (email: string) {
-      const [row] = await inStatementSpan('users_by_email', 'SELECT', () => byEmail.execute({ email: normalizeEmail(email) }))
+      const [row] = await inStatementSpan('SELECT', 'users_by_email', () => byEmail.execute({ email: normalizeEmail(email) }))
       return row
     },
 
@@ -90,7 +90,7 @@ export function createUsersRepository (database: Database) {
     async create (input: NewUser): Promise<UserRecord> {
       const user = newUserRow(input)
       try {
-        const [row] = await inStatementSpan('users_insert', 'INSERT', () => insert.execute(user))
+        const [row] = await inStatementSpan('INSERT', 'users_insert', () => insert.execute(user))
         return row
       } catch (error) {
         const constraint = uniqueViolation(error)
@@ -100,7 +100,7 @@ export function createUsersRepository (database: Database) {
     },
 
     async updatePasswordHash (id: number, passwordHash: string): Promise<void> {
-      await inStatementSpan('users_update_hash', 'UPDATE', async () => { await db.update(users).set({ passwordHash }).where(eq(users.id, id)) })
+      await inStatementSpan('UPDATE', 'users_update_hash', async () => { await db.update(users).set({ passwordHash }).where(eq(users.id, id)) })
     },
 
     async setRole (email: string, role: Role): Promise<UserRecord | undefined> {

@@ -6,7 +6,8 @@ t.test('the e-mail check: the length cap first, then a linear pattern', async (t
   for (const ok of ['ana@example.com', 'a.b+c@sub.example.co', 'x@y.io']) t.ok(isEmail(ok), ok)
   for (const bad of ['a@b', 'x@localhost', 'a@@b.com', '.a@b.com', 'a@-b.com', `${'a'.repeat(250)}@b.com`]) t.notOk(isEmail(bad), bad)
   const started = Date.now()
-  t.notOk(isEmail(`${'a.'.repeat(120)}@${'b-'.repeat(60)}`), 'a pathological address')
+  // Under the 254-character cap, so that the pattern itself is what is timed.
+  t.notOk(isEmail(`${'a.'.repeat(60)}@${'b-'.repeat(60)}`), 'a pathological address')
   t.ok(Date.now() - started < 50, 'answered without backtracking')
 })
 

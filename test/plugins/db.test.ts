@@ -2,8 +2,7 @@ import Fastify from 'fastify'
 import { sql } from 'drizzle-orm'
 import t from 'tap'
 import dbPlugin from '../../src/plugins/db.js'
-import { openMigratedPglite } from '../../src/db/snapshot.js'
-import { testConfig } from '../helper.js'
+import { createTestDatabase, testConfig } from '../helper.js'
 
 /** PGlite's result rows (Drizzle's generic database types them as unknown). */
 const rows = (result: unknown) => (result as { rows: unknown[] }).rows
@@ -20,8 +19,7 @@ t.test('without a database given, it opens the configured one (development: PGli
 })
 
 t.test('a database given by the caller is decorated as is, and left open for the caller to close', async (t) => {
-  const { database } = await openMigratedPglite()
-  t.teardown(() => database.close())
+  const { database } = await createTestDatabase(t, 'pglite')
   const app = Fastify()
   await app.register(dbPlugin, { config: testConfig(), database })
   await app.ready()

@@ -2,17 +2,15 @@ import sensible from '@fastify/sensible'
 import Fastify from 'fastify'
 import fp from 'fastify-plugin'
 import t, { type Test } from 'tap'
-import { openMigratedPglite } from '../../src/db/snapshot.js'
 import { LOGIN_LIMITS } from '../../src/limits/policy.js'
 import errorHandler from '../../src/plugins/error-handler.js'
 import limitsRedis from '../../src/plugins/limits-redis.js'
 import loginLimit from '../../src/plugins/login-limit.js'
-import { testConfig } from '../helper.js'
+import { createTestDatabase, testConfig } from '../helper.js'
 
 // The login limiter's plugin alone, on a bare instance (the login route's use: test/limits/).
 async function bareApp (t: Test, env: Record<string, string>) {
-  const { database } = await openMigratedPglite()
-  t.teardown(() => database.close())
+  const { database } = await createTestDatabase(t, 'pglite')
   const config = testConfig(env)
   const app = Fastify()
   await app.register(sensible)

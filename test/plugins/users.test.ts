@@ -2,14 +2,12 @@ import Fastify from 'fastify'
 import fp from 'fastify-plugin'
 import t from 'tap'
 import usersPlugin from '../../src/plugins/users.js'
-import { openMigratedPglite } from '../../src/db/snapshot.js'
-import { testConfig } from '../helper.js'
+import { createTestDatabase, testConfig } from '../helper.js'
 
 // The plugin alone, on a bare instance with a stand-in for the db plugin it depends on.
 for (const seed of [true, false]) {
   t.test(`the repository and the password manager over the app's database; seed ${seed}`, async (t) => {
-    const { database } = await openMigratedPglite()
-    t.teardown(() => database.close())
+    const { database } = await createTestDatabase(t, 'pglite')
     const app = Fastify()
     await app.register(fp(async (app) => { app.decorate('database', database) }, { name: 'db' }))
     await app.register(usersPlugin, { config: testConfig(), seed })

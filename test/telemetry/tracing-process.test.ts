@@ -47,6 +47,10 @@ const onServer = spawnServer(t, {
   OTEL_BSP_MAX_QUEUE_SIZE: '10',
   OTEL_EXPORTER_OTLP_TIMEOUT: '500'
 }, moduleLog)
+// The shipped default: OTLP in protobuf.
+const protobufReceiver = await otlpReceiver(t)
+const protobufEnv = await ports()
+const protobufServer = spawnServer(t, { ...protobufEnv, ...cheap, OTEL_EXPORTER_OTLP_ENDPOINT: protobufReceiver.endpoint, OTEL_BSP_SCHEDULE_DELAY: '50' })
 
 t.test('tracing off (no OTLP endpoint): nothing of OpenTelemetry loads but the API prom-client always loaded', async (t) => {
   const [env, server] = [offEnv, offServer]
@@ -84,7 +88,7 @@ t.test('a collector that refuses, black-holes and comes back: every answer as us
 
   await traffic(5, 'collector up')
   const first = await receiver.until((spans) => spans.some((span) => span.name === 'GET /users/me'))
-  t.ok(first.every((span) => span.traceId.length === 32), 'spans arrive while the collector takes them')
+  t.equal(first.find((span) => span.name === 'GET /users/me')?.attributes['http.response.status_code'], 401, 'spans arrive while the collector takes them')
 
   receiver.setMode('refuse')
   await traffic(20, 'collector refusing')
@@ -110,4 +114,15 @@ t.test('a collector that refuses, black-holes and comes back: every answer as us
   t.ok(ms < 8000, 'within the shutdown\'s bounds')
   const loaded = loadedModules(server)
   t.ok(['@fastify/otel', '@opentelemetry/sdk-node', '@opentelemetry/exporter-trace-otlp-http'].every((name) => loaded.some((url) => url.includes(`/${name}/`))), 'tracing on: the SDK, exporter and instrumentation are loaded (the check above can see them)')
+})
+
+t.test('with no protocol set, spans go out as OTLP protobuf', async (t) => {
+  await waitReady(protobufServer)
+  const answer = await http(Number(protobufEnv.PORT), 'GET', '/users/me')
+  t.equal(answer.status, 401)
+  t.strictSame(answer.json(), { statusCode: 401, error: 'Unauthorized', message: 'Token ausente' })
+  const deadline = Date.now() + 10_000
+  while (!protobufReceiver.contentTypes.includes('application/x-protobuf') && Date.now() < deadline) await sleep(50)
+  t.strictSame([...new Set(protobufReceiver.contentTypes)], ['application/x-protobuf'], 'every export in protobuf')
+  t.strictSame((await stop(protobufServer)).exit, { code: 0, signal: null })
 })

@@ -1,4 +1,6 @@
+import { eq } from 'drizzle-orm'
 import t from 'tap'
+import { users } from '../../src/db/schema.js'
 import { baseLoggerOptions } from '../../src/telemetry/logger.js'
 import { startTracing } from '../../src/telemetry/otel.js'
 import { build, captureLog, redisIsUp, redisPrefix, seedAccounts, testConfig, testDatabases, TEST_REDIS_URL } from '../helper.js'
@@ -24,6 +26,8 @@ for (const [index, kind] of testDatabases().entries()) {
   t.test(`a login with a traceparent on ${kind}: one trace, the server span a child of the caller's, database and hash spans under it, the log lines joined`, async (t) => {
     const log = captureLog()
     const app = await build(t, kind, { tracing, logger: { ...baseLoggerOptions({ logLevel: 'info' }), stream: log.stream } })
+    // Whatever starts from here on is the login's: the file's tests run one at a time.
+    const sentAt = Date.now()
     const response = await app.inject({
       method: 'POST',
       url: '/auth/login',
@@ -34,8 +38,9 @@ for (const [index, kind] of testDatabases().entries()) {
     const { user } = seedAccounts
     t.strictSame(response.json(), { id: user.id, username: user.username, email: user.email, token: response.json().token })
 
-    const spans = byTrace(CALLER_TRACE)(await receiver.until((all) => byTrace(CALLER_TRACE)(all).some((span) => span.kind === 2)))
-    t.ok(spans.length > 0 && spans.every((span) => span.traceId === CALLER_TRACE), 'one trace: the caller\'s')
+    const received = await receiver.until((all) => byTrace(CALLER_TRACE)(all).some((span) => span.kind === 2))
+    const spans = byTrace(CALLER_TRACE)(received)
+    t.strictSame(received.filter((span) => span.startMs >= sentAt && span.traceId !== CALLER_TRACE).map((span) => span.name), [], 'one trace: the caller\'s')
     const server = spans.filter((span) => span.kind === 2)
     t.equal(server.length, 1, 'one server span')
     t.equal(server[0].parentSpanId, CALLER_SPAN, 'the server span is a child of the caller\'s span')
@@ -64,14 +69,26 @@ for (const [index, kind] of testDatabases().entries()) {
 }
 t.test('without a traceparent: a trace of its own, the server span a root', async (t) => {
   const app = await build(t, 'pglite', { tracing })
+  const earlierTraces = new Set(receiver.spans.map((span) => span.traceId))
   const response = await app.inject({ method: 'GET', url: '/users/me', headers: { authorization: 'Bearer nope' } })
   t.equal(response.statusCode, 401)
   const requestId = response.headers['x-request-id']
   const [server] = (await receiver.until((all) => all.some((span) => span.attributes['request.id'] === requestId))).filter((span) => span.attributes['request.id'] === requestId)
   t.equal(server.parentSpanId, undefined)
-  t.not(server.traceId, CALLER_TRACE)
+  t.notOk(earlierTraces.has(server.traceId), 'a trace id no earlier request had')
   t.equal(server.name, 'GET /users/me')
   t.equal(server.attributes['http.response.status_code'], 401)
+})
+
+t.test('a caller\'s traceparent that says "not sampled": the default sampler records nothing of the request', async (t) => {
+  const app = await build(t, 'pglite', { tracing })
+  const traceId = '5bf92f3577b34da6a3ce929d0e0e4736'
+  const unsampled = await app.inject({ method: 'GET', url: '/users/me', headers: { traceparent: `00-${traceId}-${CALLER_SPAN}-00`, authorization: 'Bearer nope' } })
+  t.equal(unsampled.statusCode, 401)
+  // A sampled request after it: once its span is in, the one before would have been too.
+  const sampled = await app.inject({ method: 'GET', url: '/users/me', headers: { authorization: 'Bearer nope' } })
+  await receiver.until((all) => all.some((span) => span.attributes['request.id'] === sampled.headers['x-request-id']))
+  t.strictSame(receiver.spans.filter((span) => span.traceId === traceId).map((span) => span.name), [])
 })
 
 t.test('no password, hash, e-mail, token or query parameter in any span or attribute', async (t) => {
@@ -87,7 +104,6 @@ t.test('no password, hash, e-mail, token or query parameter in any span or attri
   const login = await app.inject({ method: 'POST', url: `/auth/login?token=${secrets.query}`, headers: { traceparent }, payload: { email: secrets.email, password: secrets.password } })
   t.equal(login.statusCode, 200)
   const token = login.json().token as string
-  const hashOf = (await app.testDatabase.database.usersByIds([3]))[0] as unknown as Record<string, unknown>
   const stored = (await app.inject({ method: 'GET', url: `/users/me?email=${encodeURIComponent(secrets.email)}`, headers: { traceparent, authorization: `Bearer ${token}` }, payload: { email: secrets.email } }))
   t.equal(stored.statusCode, 200)
   // Failures too: a duplicate (23505 in the driver), a body that is not JSON, an unknown path with an e-mail in it.
@@ -97,11 +113,9 @@ t.test('no password, hash, e-mail, token or query parameter in any span or attri
 
   const spans = await receiver.until((all) => all.filter((span) => span.traceId === '0af7651916cd43dd8448eb211c80319c' && span.kind === 2).length === 6)
   const exported = [...new Set(spans.filter((span) => span.traceId === '0af7651916cd43dd8448eb211c80319c').map((span) => span.raw))].join('\n')
-  const { rows: [row] } = await app.testDatabase.database.db.execute<{ password_hash: string }>(
-    (await import('drizzle-orm')).sql`select password_hash from users where email = ${secrets.email}`) as unknown as { rows: Array<{ password_hash: string }> }
-  t.ok(row.password_hash.startsWith('$argon2id$'), 'the hash to look for')
-  t.ok(hashOf, 'the stored record')
-  for (const [what, secret] of [...Object.entries(secrets), ['e-mail, as stored', secrets.email.toLowerCase()], ['hash', row.password_hash], ['token', token], ['token signature', token.split('.')[2]]]) {
+  const [row] = await app.database.db.select({ passwordHash: users.passwordHash }).from(users).where(eq(users.email, secrets.email))
+  t.ok(row.passwordHash.startsWith('$argon2id$'), 'the hash to look for')
+  for (const [what, secret] of [...Object.entries(secrets), ['e-mail, as stored', secrets.email.toLowerCase()], ['hash', row.passwordHash], ['token', token], ['token signature', token.split('.')[2]]]) {
     t.notOk(exported.includes(secret), `no ${what} in the exported spans`)
   }
   const failed = spans.filter((span) => span.traceId === '0af7651916cd43dd8448eb211c80319c' && span.status.code === 2)
