@@ -168,12 +168,16 @@ export async function meLoader (base, user) {
   const { body: { token } } = await postJson(base, '/auth/login', { email: user.email, password: user.password })
   return async ({ pid, base }, duration) => {
     const before = cpuSeconds(pid)
+    // Memory under the load: VmRSS every 100 ms while it runs.
+    const samples = []
+    const sampler = setInterval(() => samples.push(rss(pid)), 100)
     const f = await runNode('bench/load.js', [JSON.stringify({
       connections: 32, duration, url: `${base}/users/me`, method: 'GET',
       headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify({ email: user.email, password: user.password })
-    })], { cpu: '1' })
+    })], { cpu: '1' }).finally(() => clearInterval(sampler))
     if (f.non2xx > 0 || f.errors > 0) throw new Error(`${base}: ${f.non2xx} non-2xx answers, ${f.errors} errors`)
-    return { rate: f.perSecond, cpu: ((cpuSeconds(pid) - before) / f.ok) * 1e6, p99: f.latency.p99 }
+    const rssMeanMB = samples.reduce((sum, bytes) => sum + bytes, 0) / samples.length / 2 ** 20
+    return { rate: f.perSecond, cpu: ((cpuSeconds(pid) - before) / f.ok) * 1e6, p99: f.latency.p99, rssMeanMB }
   }
 }
 
@@ -216,9 +220,9 @@ export async function abRounds (services, load, { rounds, seconds, unit, digits 
     for (const name of round % 2 ? ['B', 'A'] : ['A', 'B']) {
       const f = await load(services[name], seconds)
       figures[name].push(f)
-      console.log(`${name}: ${f.rate.toFixed(digits)} ${unit}/s, ${f.cpu.toFixed(1)} µs CPU each, p99 ${f.p99} ms`)
+      console.log(`${name}: ${f.rate.toFixed(digits)} ${unit}/s, ${f.cpu.toFixed(1)} µs CPU each, p99 ${f.p99} ms${f.rssMeanMB ? `, RSS ${f.rssMeanMB.toFixed(1)} MB` : ''}`)
     }
   }
   const mean = (name, field) => figures[name].reduce((sum, f) => sum + f[field], 0) / figures[name].length
-  console.log(`A ${mean('A', 'rate').toFixed(digits)} ${unit}/s, ${mean('A', 'cpu').toFixed(1)} µs | B ${mean('B', 'rate').toFixed(digits)} ${unit}/s, ${mean('B', 'cpu').toFixed(1)} µs | B/A: rate ${(mean('B', 'rate') / mean('A', 'rate')).toFixed(3)}, CPU per answer ${(mean('B', 'cpu') / mean('A', 'cpu')).toFixed(3)}`)
+  console.log(`A ${mean('A', 'rate').toFixed(digits)} ${unit}/s, ${mean('A', 'cpu').toFixed(1)} µs | B ${mean('B', 'rate').toFixed(digits)} ${unit}/s, ${mean('B', 'cpu').toFixed(1)} µs | B/A: rate ${(mean('B', 'rate') / mean('A', 'rate')).toFixed(3)}, CPU per answer ${(mean('B', 'cpu') / mean('A', 'cpu')).toFixed(3)}${figures.A[0].rssMeanMB ? `, RSS ${mean('A', 'rssMeanMB').toFixed(1)} → ${mean('B', 'rssMeanMB').toFixed(1)} MB` : ''}`)
 }

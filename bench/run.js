@@ -7,7 +7,7 @@
 // and the same batched (one statement for the look-ups of a turn, issue 25; the honest limit).
 // Each load's CPU time and RSS (sampled every 100 ms) are kept; CPU-seconds per 1,000 answers size a deployment.
 // Prints a table and writes bench/results.json. Options: --quick (skip the 10^5/10^6 listing),
-// --profile (the service and the database-bound ceiling under `node --cpu-prof`, bench/*.cpuprofile).
+// --profile (the service and both database-bound ceilings under `node --cpu-prof`, bench/*.cpuprofile).
 import { spawn } from 'node:child_process'
 import { generateKeyPairSync, randomBytes } from 'node:crypto'
 import { once } from 'node:events'
@@ -169,13 +169,13 @@ try {
   if (listed.length !== LIST_USERS || listed.some((row, i) => i > 0 && row.id <= listed[i - 1].id)) throw new Error(`seeding failed: /admin/users answered ${listing.status} with ${listed.length} rows`)
 
   ceiling = await startProcess(['taskset', '-c', SERVICE_CPU, 'node', 'bench/ceiling.js', String(ceilingPort), me.text], {}, `http://127.0.0.1:${ceilingPort}/`)
-  dbCeiling = await startDbCeiling({ databaseUrl, secret: serviceEnv.JWT_SECRET, port: port + 4, cpu: SERVICE_CPU, nodeArgs: flags.has('--profile') ? ['--cpu-prof', `--cpu-prof-dir=${join(root, 'bench')}`] : [] })
+  dbCeiling = await startDbCeiling({ databaseUrl, secret: serviceEnv.JWT_SECRET, port: port + 4, cpu: SERVICE_CPU, nodeArgs: profile })
   // The database-bound ceiling must answer what the service answers.
   const dbMe = await request(dbCeilingBase, 'GET', '/users/me', { token: userToken, body: userLogin })
   const dbListing = await request(dbCeilingBase, 'GET', '/admin/users', { token: adminToken })
   if (dbMe.text !== me.text || dbListing.text !== JSON.stringify(listed)) throw new Error(`bench/db-ceiling.js answered ${dbMe.status} ${dbMe.text.slice(0, 200)} and ${dbListing.status}, not what the service answers`)
   // The batched ceiling (issue 25): the look-ups of one turn in one statement, as the service's.
-  batchedCeiling = await startDbCeiling({ databaseUrl, secret: serviceEnv.JWT_SECRET, port: port + 6, cpu: SERVICE_CPU, env: { CEILING_BATCH: '1' } })
+  batchedCeiling = await startDbCeiling({ databaseUrl, secret: serviceEnv.JWT_SECRET, port: port + 6, cpu: SERVICE_CPU, nodeArgs: profile, env: { CEILING_BATCH: '1' } })
   const batchedMe = await request(batchedBase, 'GET', '/users/me', { token: userToken, body: userLogin })
   if (batchedMe.text !== me.text) throw new Error(`the batched ceiling answered ${batchedMe.status} ${batchedMe.text.slice(0, 200)}, not what the service answers`)
 

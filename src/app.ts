@@ -21,7 +21,7 @@ import limitsRedisPlugin from './plugins/limits-redis.js'
 import signupLimitPlugin from './plugins/signup-limit.js'
 import loginLimitPlugin from './plugins/login-limit.js'
 import { clientErrorHandler, rerouteFrameworkError } from './http/refusals.js'
-import { requestLogHook } from './telemetry/logger.js'
+import { deferredChildLogger, requestLogHook } from './telemetry/logger.js'
 import authRoutes from './routes/auth.js'
 import usersRoutes from './routes/users.js'
 import adminRoutes from './routes/admin.js'
@@ -53,6 +53,7 @@ export async function buildApp (config: Config, deps: AppDependencies = {}) {
     logger: deps.logger ?? false,
     // One line per request instead of Fastify's two, from requestLogHook below.
     logController: new LogController({ disableRequestLogging: true }),
+    childLoggerFactory: deferredChildLogger,
     // The balancers' addresses or true/false (config.ts refuses hop counts); Fastify's types want a mutable array.
     trustProxy: config.trustProxy as FastifyServerOptions['trustProxy'],
     bodyLimit: 16 * 1024,

@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger, FastifyReply, FastifyRequest, FastifyServerOptions } from 'fastify'
 import type { Config } from '../config/index.js'
-import pino from 'pino'
+import pino, { type Bindings, type ChildLoggerOptions } from 'pino'
 import { describeError, type SerializedError } from './error-description.js'
 
 /**
@@ -98,6 +98,58 @@ export function requestLogHook (log: FastifyBaseLogger, traceFields?: (request: 
     lines.info(line(request, reply), 'request completed')
     done()
   }
+}
+
+/**
+ * `request.log`, made the first time a request logs through it (Fastify's `childLoggerFactory`).
+ * Most requests write nothing but their request line, which has its own logger, yet a pino child
+ * made for each one runs its request id through every redaction path, `*.password` and the other
+ * wildcards included: a child and its redacted bindings per request, for lines never written.
+ */
+type LogArguments = [unknown, string?, ...unknown[]]
+
+class DeferredChildLogger implements FastifyBaseLogger {
+  readonly #parent: FastifyBaseLogger
+  readonly #bindings: Bindings
+  readonly #options: ChildLoggerOptions
+  #logger: FastifyBaseLogger | undefined
+
+  constructor (parent: FastifyBaseLogger, bindings: Bindings, options: ChildLoggerOptions) {
+    this.#parent = parent
+    this.#bindings = bindings
+    this.#options = options
+  }
+
+  /** The pino child itself: what any use but reading the level needs. */
+  get logger (): FastifyBaseLogger {
+    this.#logger ??= this.#parent.child(this.#bindings, this.#options)
+    return this.#logger
+  }
+
+  get level (): string { return this.#logger?.level ?? this.#options.level ?? this.#parent.level }
+  set level (level: string) { this.logger.level = level }
+
+  fatal (...args: LogArguments): void { this.logger.fatal(...args) }
+  error (...args: LogArguments): void { this.logger.error(...args) }
+  warn (...args: LogArguments): void { this.logger.warn(...args) }
+  info (...args: LogArguments): void { this.logger.info(...args) }
+  debug (...args: LogArguments): void { this.logger.debug(...args) }
+  trace (...args: LogArguments): void { this.logger.trace(...args) }
+  silent (): void {}
+
+  child (bindings: Bindings, options?: ChildLoggerOptions): FastifyBaseLogger {
+    return this.logger.child(bindings, options)
+  }
+
+  /** pino's, for the trace ids (telemetry/otel.ts). */
+  setBindings (bindings: Bindings): void {
+    (this.logger as FastifyBaseLogger & { setBindings (bindings: Bindings): void }).setBindings(bindings)
+  }
+}
+
+/** Fastify's `childLoggerFactory`: each request's logger, deferred until it is used. */
+export function deferredChildLogger (parent: FastifyBaseLogger, bindings: Bindings, options: ChildLoggerOptions): FastifyBaseLogger {
+  return new DeferredChildLogger(parent, bindings, options)
 }
 
 /** A warning that says itself at most once a minute, however often its cause repeats. */
