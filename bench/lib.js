@@ -92,6 +92,25 @@ export function cpuSeconds (pid) {
   return (Number(fields[11]) + Number(fields[12])) / 100
 }
 
+/**
+ * A process's resident memory by kind, in bytes, from /proc/<pid>/smaps: the node binary's pages
+ * (code both processes share in kind), glibc's main arena (`[heap]`: argon2's blocks live there
+ * under npm start's malloc settings), other files (shared libraries, argon2's .node) and the
+ * anonymous mappings (V8's heap, thread stacks, glibc's other arenas).
+ */
+export function rssParts (pid) {
+  const parts = { binary: 0, malloc: 0, files: 0, anonymous: 0 }
+  let kind = 'anonymous'
+  for (const line of readFileSync(`/proc/${pid}/smaps`, 'utf8').split('\n')) {
+    const mapping = line.match(/^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \S+\s*(.*)$/)
+    if (mapping) {
+      const path = mapping[1]
+      kind = path === '' || (path.startsWith('[') && path !== '[heap]') ? 'anonymous' : path === '[heap]' ? 'malloc' : /\/node$/.test(path) ? 'binary' : 'files'
+    } else if (line.startsWith('Rss:')) parts[kind] += Number(line.split(/\s+/)[1]) * 1024
+  }
+  return parts
+}
+
 export function rss (pid) {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8')
   return Number(status.match(/^VmRSS:\s+(\d+) kB/m)[1]) * 1024

@@ -19,7 +19,7 @@ import { performance } from 'node:perf_hooks'
 import { fileURLToPath } from 'node:url'
 import argon2 from 'argon2'
 import postgres from 'postgres'
-import { cpuSeconds, createDatabase, rss, runNode, serviceNodeArgs, serviceStartEnv, startDbCeiling, startProcess } from './lib.js'
+import { cpuSeconds, createDatabase, rss, rssParts, runNode, serviceNodeArgs, serviceStartEnv, startDbCeiling, startProcess } from './lib.js'
 
 const root = fileURLToPath(new URL('..', import.meta.url))
 const flags = new Set(process.argv.slice(2))
@@ -228,7 +228,7 @@ try {
       const sampler = setInterval(() => samples.push(rss(pid)), 100)
       figures[name] = await run(round).finally(() => clearInterval(sampler))
       const f = figures[name]
-      if (samples.length) Object.assign(f, { rssPeakMB: Math.max(...samples) / MB, rssMeanMB: mean(samples) / MB })
+      if (samples.length) Object.assign(f, { rssPeakMB: Math.max(...samples) / MB, rssMeanMB: mean(samples) / MB, rssPartsMB: Object.fromEntries(Object.entries(rssParts(pid)).map(([kind, bytes]) => [kind, bytes / MB])) })
       if (f.ok !== undefined) f.cpuMicrosPerRequest = ((cpuSeconds(pid) - cpuBefore) / (f.ok + f.non2xx)) * 1e6
       log(`round ${round} ${name}: ${f.perSecond.toFixed(1)}/s, ${(f.cpuMicrosPerRequest ?? f.cpuMicrosPerOperation).toFixed(0)} µs CPU each${f.latency ? `, p99 ${f.latency.p99} ms, non-2xx ${f.non2xx}, errors ${f.errors}` : ''}`)
     }
@@ -248,7 +248,7 @@ try {
       eddsaPerSecond: avg('meEdDSA'), eddsaRatio: avg('meEdDSA') / avg('me'), eddsaCpuMicros: cpu('meEdDSA'), eddsaP99Ms: Math.max(...results.rounds.map((r) => r.meEdDSA.latency.p99)),
       dbCeilingPerSecond: avg('dbCeiling'), dbRatio: avg('me') / avg('dbCeiling'), dbCeilingCpuMicros: cpu('dbCeiling'), dbCpuRatio: cpu('dbCeiling') / cpu('me'), dbCeilingP99Ms: Math.max(...results.rounds.map((r) => r.dbCeiling.latency.p99)),
       batchedPerSecond: avg('batchedCeiling'), batchedRatio: avg('me') / avg('batchedCeiling'), batchedCpuMicros: cpu('batchedCeiling'), batchedCpuRatio: cpu('batchedCeiling') / cpu('me'), batchedP99Ms: Math.max(...results.rounds.map((r) => r.batchedCeiling.latency.p99)),
-      rssMB: avg('me', 'rssMeanMB'), batchedRssMB: avg('batchedCeiling', 'rssMeanMB'), rssPeakMB: Math.max(...results.rounds.map((r) => r.me.rssPeakMB)), batchedRssPeakMB: Math.max(...results.rounds.map((r) => r.batchedCeiling.rssPeakMB))
+      rssMB: avg('me', 'rssMeanMB'), batchedRssMB: avg('batchedCeiling', 'rssMeanMB'), rssParts: results.rounds.at(-1).me.rssPartsMB, batchedRssParts: results.rounds.at(-1).batchedCeiling.rssPartsMB, rssPeakMB: Math.max(...results.rounds.map((r) => r.me.rssPeakMB)), batchedRssPeakMB: Math.max(...results.rounds.map((r) => r.batchedCeiling.rssPeakMB))
     },
     login: { perSecond: avg('login'), rawVerifyPerSecond: avg('rawVerify'), ratio: avg('login') / avg('rawVerify'), cpuMicros: cpu('login'), rawCpuMicros: cpu('rawVerify'), cpuRatio: cpu('rawVerify') / cpu('login'), p99Ms: Math.max(...results.rounds.map((r) => r.login.latency.p99)), non2xx: results.rounds.reduce((n, r) => n + r.login.non2xx, 0) },
     signup: { perSecond: avg('signup'), rawHashPerSecond: avg('rawHash'), ratio: avg('signup') / avg('rawHash'), cpuMicros: cpu('signup'), rawCpuMicros: cpu('rawHash'), cpuRatio: cpu('rawHash') / cpu('signup'), p99Ms: Math.max(...results.rounds.map((r) => r.signup.latency.p99)), non2xx: results.rounds.reduce((n, r) => n + r.signup.non2xx, 0) },
@@ -282,6 +282,7 @@ results.summary.devStartup = await devStartup()
 const s = results.summary
 const pct = (x) => `${(x * 100).toFixed(1)}%`
 const n = (x, digits = 0) => x.toLocaleString('en', { maximumFractionDigits: digits, minimumFractionDigits: digits })
+const parts = (p) => `node binary ${n(p.binary, 1)}, malloc arena ${n(p.malloc, 1)}, anonymous (V8 heap, stacks) ${n(p.anonymous, 1)}, other files ${n(p.files, 1)} MB`
 const rows = [
   ['GET /users/me', `${n(s.me.perSecond)} req/s`, `ceiling ${n(s.me.ceilingPerSecond)} req/s`, pct(s.me.ratio), '≥ 25%', s.me.ratio >= 0.25],
   ['GET /users/me, CPU per answer', `${n(s.me.cpuMicros)} µs`, `ceiling ${n(s.me.ceilingCpuMicros)} µs`, pct(s.me.cpuRatio), '(steadier check)', undefined],
@@ -290,6 +291,7 @@ const rows = [
   ['GET /users/me vs the batched ceiling (issue 25)', `${n(s.me.perSecond)} req/s`, `batched ceiling ${n(s.me.batchedPerSecond)} req/s`, pct(s.me.batchedRatio), '≥ 90%', s.me.batchedRatio >= 0.9],
   ['GET /users/me vs the batched ceiling, CPU per answer', `${n(s.me.cpuMicros)} µs`, `batched ceiling ${n(s.me.batchedCpuMicros)} µs`, pct(s.me.batchedCpuRatio), '(steadier check)', undefined],
   ['RSS under the /users/me load (mean)', `${n(s.me.rssMB, 1)} MB (peak ${n(s.me.rssPeakMB, 1)})`, `batched ceiling ${n(s.me.batchedRssMB, 1)} MB (peak ${n(s.me.batchedRssPeakMB, 1)})`, pct(s.me.rssMB / s.me.batchedRssMB), '≤ 110%', s.me.rssMB <= 1.1 * s.me.batchedRssMB],
+  ['RSS at the end of the last /users/me load, by kind', parts(s.me.rssParts), `batched ceiling ${parts(s.me.batchedRssParts)}`, '', '', undefined],
   ['GET /users/me, EdDSA tokens (issue 15)', `${n(s.me.eddsaPerSecond)} req/s, ${n(s.me.eddsaCpuMicros)} µs CPU each`, `HS256 ${n(s.me.perSecond)} req/s, ${n(s.me.cpuMicros)} µs`, pct(s.me.eddsaRatio), '≥ 90%', s.me.eddsaRatio >= 0.9],
   ['GET /users/me p99', `${s.me.p99Ms} ms`, `ceiling p99 ${s.me.ceilingP99Ms} ms, db ceiling ${s.me.dbCeilingP99Ms} ms, batched ${s.me.batchedP99Ms} ms`, '', '≤ 6 ms', s.me.p99Ms <= 6],
   ['POST /auth/login', `${n(s.login.perSecond, 1)} req/s`, `raw verify ${n(s.login.rawVerifyPerSecond, 1)}/s`, pct(s.login.ratio), '≥ 95%', s.login.ratio >= 0.95],
