@@ -78,19 +78,24 @@ export function loggerOptions (config: Config): FastifyServerOptions['logger'] {
  * redaction every other line goes through: pino runs each field through the wildcard paths'
  * redactor (`*.password`), work that buys nothing here and weighs on every request.
  */
-export function requestLogHook (log: FastifyBaseLogger, traceFields?: (request: FastifyRequest) => object | undefined) {
+export function requestLogHook (log: FastifyBaseLogger, traceFields?: (request: FastifyRequest) => { trace_id: string, span_id: string } | undefined) {
   const lines = log.child({}, { redact: [] })
+  const routeOf = (request: FastifyRequest) => request.routeOptions.url ?? request.url.split('?')[0].slice(0, 256)
+  const elapsedMs = (reply: FastifyReply) => Math.round(reply.elapsedTime * 100) / 100
   const line = (request: FastifyRequest, reply: FastifyReply) => ({
-    reqId: request.id,
-    method: request.method,
-    route: request.routeOptions.url ?? request.url.split('?')[0].slice(0, 256),
-    statusCode: reply.statusCode,
-    responseTime: Math.round(reply.elapsedTime * 100) / 100
+    reqId: request.id, method: request.method, route: routeOf(request), statusCode: reply.statusCode, responseTime: elapsedMs(reply)
   })
   if (traceFields !== undefined) {
     // With tracing on, the line also names the request's trace and server span.
     return function logTracedRequest (request: FastifyRequest, reply: FastifyReply, done: () => void): void {
-      lines.info({ ...line(request, reply), ...traceFields(request) }, 'request completed')
+      const ids = traceFields(request)
+      if (ids === undefined) lines.info(line(request, reply), 'request completed')
+      else {
+        // One literal, not a spread of two: this runs on every traced request.
+        lines.info({
+          reqId: request.id, method: request.method, route: routeOf(request), statusCode: reply.statusCode, responseTime: elapsedMs(reply), trace_id: ids.trace_id, span_id: ids.span_id
+        }, 'request completed')
+      }
       done()
     }
   }
@@ -111,6 +116,8 @@ type LogArguments = [unknown, string?, ...unknown[]]
 class DeferredChildLogger implements FastifyBaseLogger {
   readonly #parent: FastifyBaseLogger
   readonly #bindings: Bindings
+  /** What `setBindings` was given before the child was made. */
+  #pending: Bindings | undefined
   readonly #options: ChildLoggerOptions
   #logger: FastifyBaseLogger | undefined
 
@@ -122,7 +129,7 @@ class DeferredChildLogger implements FastifyBaseLogger {
 
   /** The pino child itself: what any use but reading the level needs. */
   get logger (): FastifyBaseLogger {
-    this.#logger ??= this.#parent.child(this.#bindings, this.#options)
+    this.#logger ??= this.#parent.child(this.#pending === undefined ? this.#bindings : { ...this.#bindings, ...this.#pending }, this.#options)
     return this.#logger
   }
 
@@ -141,9 +148,10 @@ class DeferredChildLogger implements FastifyBaseLogger {
     return this.logger.child(bindings, options)
   }
 
-  /** pino's, for the trace ids (telemetry/otel.ts). */
+  /** pino's, for the trace ids (telemetry/otel.ts): kept for the child until it is made. */
   setBindings (bindings: Bindings): void {
-    (this.logger as FastifyBaseLogger & { setBindings (bindings: Bindings): void }).setBindings(bindings)
+    if (this.#logger === undefined) this.#pending = this.#pending === undefined ? bindings : { ...this.#pending, ...bindings }
+    else (this.#logger as FastifyBaseLogger & { setBindings (bindings: Bindings): void }).setBindings(bindings)
   }
 }
 

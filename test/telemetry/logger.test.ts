@@ -121,9 +121,17 @@ t.test('a request\'s logger is made when it first logs, and then logs as a pino 
     { level: 40, reqId: 'r-1', msg: 'a message alone' },
     { level: 50, reqId: 'r-1', part: 'x', msg: 'from a child of it' }
   ])
-  const quiet = deferredChildLogger(counting, { reqId: 'r-2' }, { level: 'warn' })
+  const quiet = deferredChildLogger(counting, { reqId: 'r-2' }, { level: 'warn' }) as ReturnType<typeof deferredChildLogger> & { setBindings (bindings: object): void }
   t.equal(quiet.level, 'warn', 'a route\'s own level')
-  t.equal(made, 1, 'a request that logs nothing makes no child')
+  quiet.setBindings({ trace_id: 't-2' })
+  t.equal(made, 1, 'a request that logs nothing makes no child, bindings set or not')
+  quiet.warn('with the bindings set before')
+  quiet.setBindings({ span_id: 's-2' })
+  quiet.error('and after')
+  t.strictSame(log.lines.slice(3), [
+    { level: 40, reqId: 'r-2', trace_id: 't-2', msg: 'with the bindings set before' },
+    { level: 50, reqId: 'r-2', trace_id: 't-2', span_id: 's-2', msg: 'and after' }
+  ])
 })
 
 for (const kind of testDatabases()) {

@@ -58,7 +58,9 @@ for (const [index, kind] of testDatabases().entries()) {
     t.ok(hash, 'the password check has its span')
     t.type(hash?.attributes['hash.queue_wait_ms'], 'number', 'with its wait for a hashing slot')
     t.type(hash?.attributes['hash.duration_ms'], 'number', 'and its hashing time')
-    t.ok(spans.some((span) => span.name.startsWith('handler - ')), 'the route handler, as @fastify/otel gives it')
+    t.equal(statement?.parentSpanId, server[0].spanId, 'a child of the server span')
+    t.equal(hash?.parentSpanId, server[0].spanId, 'as is the hash\'s')
+    t.strictSame(spans.filter((span) => span.name.startsWith('handler - ')).map((span) => span.name), [], 'no span for the route handler (its cost: docs/performance.md)')
     t.strictSame(spans.filter((span) => /^(onRequest|preHandler|onSend|onResponse) - /.test(span.name)).map((span) => span.name), [], 'no span per hook (their cost: docs/performance.md)')
 
     const requestLines = log.lines.filter((line) => line.reqId === response.headers['x-request-id'])
