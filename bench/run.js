@@ -230,7 +230,7 @@ try {
       const f = figures[name]
       if (samples.length) Object.assign(f, { rssPeakMB: Math.max(...samples) / MB, rssMeanMB: mean(samples) / MB, rssPartsMB: Object.fromEntries(Object.entries(rssParts(pid)).map(([kind, bytes]) => [kind, bytes / MB])) })
       if (f.ok !== undefined) f.cpuMicrosPerRequest = ((cpuSeconds(pid) - cpuBefore) / (f.ok + f.non2xx)) * 1e6
-      log(`round ${round} ${name}: ${f.perSecond.toFixed(1)}/s, ${(f.cpuMicrosPerRequest ?? f.cpuMicrosPerOperation).toFixed(0)} µs CPU each${f.latency ? `, p99 ${f.latency.p99} ms, non-2xx ${f.non2xx}, errors ${f.errors}` : ''}`)
+      log(`round ${round} ${name}: ${f.perSecond.toFixed(1)}/s, ${(f.cpuMicrosPerRequest ?? f.cpuMicrosPerOperation).toFixed(0)} µs CPU each${f.latency ? `, p99 ${f.latency.p99} ms, non-2xx ${f.non2xx}, errors ${f.errors}` : ''}${f.rssMeanMB ? `, RSS ${f.rssMeanMB.toFixed(1)} MB (glibc's arena ${f.rssPartsMB.malloc.toFixed(1)})` : ''}`)
     }
     results.rounds.push(figures)
   }
