@@ -49,8 +49,8 @@ export async function startTracing ({ config, onDropped }: TracingOptions): Prom
   const ids = new WeakMap<FastifyRequest, TraceLogFields>()
   const instrumentation = new FastifyOtelInstrumentation({
     // A span per hook more than doubles what a traced request costs, and the handler's span
-    // adds a third of it again (docs/performance.md); the statement, hash and Redis spans, direct
-    // children of the request's, already show where it waited.
+    // nearly doubles what each request exports (docs/performance.md); the statement, hash and
+    // Redis spans, direct children of the request's, already show where it waited.
     instrumentHooks: false,
     instrumentHandler: false,
     requestHook (span: Span, request: FastifyRequest) {
