@@ -19,6 +19,7 @@ import { performance } from 'node:perf_hooks'
 import { fileURLToPath } from 'node:url'
 import argon2 from 'argon2'
 import postgres from 'postgres'
+import { startOtlpSink } from './otlp-sink.js'
 import { cpuSeconds, createDatabase, rss, rssParts, runNode, serviceNodeArgs, serviceStartEnv, startDbCeiling, startProcess } from './lib.js'
 
 const root = fileURLToPath(new URL('..', import.meta.url))
@@ -43,6 +44,7 @@ const ceilingPort = port + 1
 // port + 2 and + 3 are the development start-up's.
 const dbCeilingBase = `http://127.0.0.1:${port + 4}`
 const batchedBase = `http://127.0.0.1:${port + 6}`
+const tracedBase = `http://127.0.0.1:${port + 7}`
 const MB = 1024 * 1024
 
 const log = (line) => process.stderr.write(`[bench] ${line}\n`)
@@ -132,6 +134,8 @@ const results = {
 
 let service
 let serviceEdDSA
+let serviceTraced
+let sink
 let ceiling
 let dbCeiling
 let batchedCeiling
@@ -142,6 +146,9 @@ try {
   // The same service with EdDSA tokens (issue 15), on the same core and database, loaded in turn.
   const eddsaKey = generateKeyPairSync('ed25519').privateKey.export({ type: 'pkcs8', format: 'pem' })
   serviceEdDSA = await startProcess(serviceCommand, { ...serviceEnv, PORT: String(eddsaPort), JWT_SECRET: '', JWT_ALGORITHM: 'EdDSA', JWT_PRIVATE_KEY: eddsaKey }, `${eddsaBase}/auth/x`)
+  // The same service with tracing on, every request sampled, its spans taken by a local sink (issue 26).
+  sink = await startOtlpSink()
+  serviceTraced = await startProcess(serviceCommand, { ...serviceEnv, PORT: String(port + 7), OTEL_EXPORTER_OTLP_ENDPOINT: sink.endpoint, OTEL_TRACES_SAMPLER: 'always_on', OTEL_SERVICE_NAME: 'ums-bench' }, `${tracedBase}/auth/x`)
   await sleep(1000)
   const idleAfterStart = rss(service.pid)
   log(`service pid ${service.pid} on core ${SERVICE_CPU}, idle RSS ${(idleAfterStart / MB).toFixed(1)} MB`)
@@ -163,6 +170,8 @@ try {
   if (me.status !== 200) throw new Error(`seeding failed: /users/me answered ${me.status} ${me.text}`)
   const meEdDSA = await request(eddsaBase, 'GET', '/users/me', { token: eddsaToken, body: userLogin })
   if (meEdDSA.text !== me.text) throw new Error(`the EdDSA instance answered /users/me ${meEdDSA.status} ${meEdDSA.text}`)
+  const meTraced = await request(tracedBase, 'GET', '/users/me', { token: userToken, body: userLogin })
+  if (meTraced.text !== me.text) throw new Error(`the traced instance answered /users/me ${meTraced.status} ${meTraced.text}`)
   // The listing must be complete and valid before it is timed.
   const listing = await request(base, 'GET', '/admin/users', { token: adminToken }).catch((error) => ({ status: error.code, text: '' }))
   const listed = listing.status === 200 ? JSON.parse(listing.text) : []
@@ -187,6 +196,7 @@ try {
     dbCeiling: () => load({ ...meSpec, url: `${dbCeilingBase}/users/me` }),
     batchedCeiling: () => load({ ...meSpec, url: `${batchedBase}/users/me` }),
     me: () => load({ ...meSpec, url: `${base}/users/me` }),
+    meTraced: () => load({ ...meSpec, url: `${tracedBase}/users/me` }),
     meEdDSA: () => load(meEdDSASpec),
     rawVerify: () => rawArgon2('verify'),
     login: () => load({ url: `${base}/auth/login`, method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(userLogin) }),
@@ -207,6 +217,7 @@ try {
     dbCeiling: { ...meSpec, url: `${dbCeilingBase}/users/me` },
     batchedCeiling: { ...meSpec, url: `${batchedBase}/users/me` },
     me: { ...meSpec, url: `${base}/users/me` },
+    meTraced: { ...meSpec, url: `${tracedBase}/users/me` },
     meEdDSA: meEdDSASpec,
     dbCeilingListing: { url: `${dbCeilingBase}/admin/users`, headers: { authorization: `Bearer ${adminToken}` } },
     listing: { url: `${base}/admin/users`, headers: { authorization: `Bearer ${adminToken}` } },
@@ -221,7 +232,7 @@ try {
     for (const [name, run] of Object.entries(scenarios)) {
       if (only && !only.includes(name)) continue
       // CPU time per answer is steadier than requests per second on a machine shared with other work.
-      const pid = name === 'ceiling' ? ceiling.pid : name === 'batchedCeiling' ? batchedCeiling.pid : name.startsWith('dbCeiling') ? dbCeiling.pid : name === 'meEdDSA' ? serviceEdDSA.pid : service.pid
+      const pid = name === 'ceiling' ? ceiling.pid : name === 'batchedCeiling' ? batchedCeiling.pid : name.startsWith('dbCeiling') ? dbCeiling.pid : name === 'meEdDSA' ? serviceEdDSA.pid : name === 'meTraced' ? serviceTraced.pid : service.pid
       const cpuBefore = cpuSeconds(pid)
       // Memory under the load: VmRSS every 100 ms while it runs.
       const samples = []
@@ -245,6 +256,7 @@ try {
   results.summary = {
     me: {
       perSecond: avg('me'), ceilingPerSecond: avg('ceiling'), ratio: avg('me') / avg('ceiling'), cpuMicros: cpu('me'), ceilingCpuMicros: cpu('ceiling'), cpuRatio: cpu('ceiling') / cpu('me'), p99Ms: p99, ceilingP99Ms: Math.max(...results.rounds.map((r) => r.ceiling.latency.p99)),
+      tracedPerSecond: avg('meTraced'), tracedRatio: avg('meTraced') / avg('me'), tracedCpuMicros: cpu('meTraced'), tracedCpuRatio: cpu('meTraced') / cpu('me'), tracedP99Ms: Math.max(...results.rounds.map((r) => r.meTraced.latency.p99)), spansExported: sink.taken(),
       eddsaPerSecond: avg('meEdDSA'), eddsaRatio: avg('meEdDSA') / avg('me'), eddsaCpuMicros: cpu('meEdDSA'), eddsaP99Ms: Math.max(...results.rounds.map((r) => r.meEdDSA.latency.p99)),
       dbCeilingPerSecond: avg('dbCeiling'), dbRatio: avg('me') / avg('dbCeiling'), dbCeilingCpuMicros: cpu('dbCeiling'), dbCpuRatio: cpu('dbCeiling') / cpu('me'), dbCeilingP99Ms: Math.max(...results.rounds.map((r) => r.dbCeiling.latency.p99)),
       batchedPerSecond: avg('batchedCeiling'), batchedRatio: avg('me') / avg('batchedCeiling'), batchedCpuMicros: cpu('batchedCeiling'), batchedCpuRatio: cpu('batchedCeiling') / cpu('me'), batchedP99Ms: Math.max(...results.rounds.map((r) => r.batchedCeiling.latency.p99)),
@@ -265,6 +277,8 @@ try {
   await batchedCeiling?.stop()
   await service?.stop()
   await serviceEdDSA?.stop()
+  await serviceTraced?.stop()
+  await sink?.close()
   await sql.end()
   await database.drop()
 }
@@ -292,6 +306,7 @@ const rows = [
   ['GET /users/me vs the batched ceiling, CPU per answer', `${n(s.me.cpuMicros)} µs`, `batched ceiling ${n(s.me.batchedCpuMicros)} µs`, pct(s.me.batchedCpuRatio), '(steadier check)', undefined],
   ['RSS under the /users/me load (mean)', `${n(s.me.rssMB, 1)} MB (peak ${n(s.me.rssPeakMB, 1)})`, `batched ceiling ${n(s.me.batchedRssMB, 1)} MB (peak ${n(s.me.batchedRssPeakMB, 1)})`, pct(s.me.rssMB / s.me.batchedRssMB), '≤ 110%', s.me.rssMB <= 1.1 * s.me.batchedRssMB],
   ['RSS at the end of the last /users/me load, by kind', parts(s.me.rssParts), `batched ceiling ${parts(s.me.batchedRssParts)}`, '', '', undefined],
+  ['GET /users/me, tracing on, every request sampled (issue 26)', `${n(s.me.tracedPerSecond)} req/s, ${n(s.me.tracedCpuMicros)} µs CPU each`, `tracing off ${n(s.me.perSecond)} req/s, ${n(s.me.cpuMicros)} µs`, pct(s.me.tracedRatio), '≥ 85%', s.me.tracedRatio >= 0.85],
   ['GET /users/me, EdDSA tokens (issue 15)', `${n(s.me.eddsaPerSecond)} req/s, ${n(s.me.eddsaCpuMicros)} µs CPU each`, `HS256 ${n(s.me.perSecond)} req/s, ${n(s.me.cpuMicros)} µs`, pct(s.me.eddsaRatio), '≥ 90%', s.me.eddsaRatio >= 0.9],
   ['GET /users/me p99', `${s.me.p99Ms} ms`, `ceiling p99 ${s.me.ceilingP99Ms} ms, db ceiling ${s.me.dbCeilingP99Ms} ms, batched ${s.me.batchedP99Ms} ms`, '', '≤ 6 ms', s.me.p99Ms <= 6],
   ['POST /auth/login', `${n(s.login.perSecond, 1)} req/s`, `raw verify ${n(s.login.rawVerifyPerSecond, 1)}/s`, pct(s.login.ratio), '≥ 95%', s.login.ratio >= 0.95],
