@@ -105,14 +105,14 @@ export function requestLogHook (log: FastifyBaseLogger, traceFields?: (request: 
   }
 }
 
+type LogArguments = [unknown, string?, ...unknown[]]
+
 /**
  * `request.log`, made the first time a request logs through it (Fastify's `childLoggerFactory`).
  * Most requests write nothing but their request line, which has its own logger, yet a pino child
  * made for each one runs its request id through every redaction path, `*.password` and the other
  * wildcards included: a child and its redacted bindings per request, for lines never written.
  */
-type LogArguments = [unknown, string?, ...unknown[]]
-
 class DeferredChildLogger implements FastifyBaseLogger {
   readonly #parent: FastifyBaseLogger
   readonly #bindings: Bindings
