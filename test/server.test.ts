@@ -7,6 +7,9 @@ t.setTimeout(300_000)
 
 // The real process, over real HTTP: what app.inject cannot show.
 
+// Asked before any test is queued: a top-level await between two t.test calls races the root test's end.
+const port8080Free = await portIsFree(8080)
+
 t.test('the development process serves GET /users/me with a JSON body over HTTP', async (t) => {
   const [port, managementPort] = [await freePort(), await freePort()]
   const server = spawnServer(t, { PORT: String(port), MANAGEMENT_PORT: String(managementPort), ARGON2_MEMORY_KIB: '1024', ARGON2_ITERATIONS: '1' })
@@ -35,7 +38,6 @@ t.test('the development process serves GET /users/me with a JSON body over HTTP'
   t.strictSame(await server.exited, { code: 0, signal: null })
 })
 
-const port8080Free = await portIsFree(8080)
 t.test('without PORT the service listens on 8080', { skip: port8080Free ? false : 'port 8080 is in use on this machine: default-port check skipped' }, async (t) => {
   const server = spawnServer(t, { MANAGEMENT_PORT: 'off', ARGON2_MEMORY_KIB: '1024', ARGON2_ITERATIONS: '1' })
   await waitFor(server, 8080, '/users/me', 401)
