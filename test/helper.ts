@@ -171,6 +171,16 @@ export async function redisIsUp (url = TEST_REDIS_URL): Promise<boolean> {
   }
 }
 
+/**
+ * `false` when the shared Redis answers, else the reason its tests are skipped (what goes
+ * untested, when given). Await it before the file's first `t.test`: tap's root test ends
+ * once the queue drains, and refuses tests queued after a top-level await.
+ */
+export async function redisSkipReason (untested?: string): Promise<false | string> {
+  if (await redisIsUp()) return false
+  return `Redis is not answering at ${TEST_REDIS_URL}` + (untested === undefined ? '' : `: ${untested}`)
+}
+
 /** A key prefix no other test uses; its keys are deleted from the shared Redis when the test ends. */
 export function redisPrefix (t: Test, url = TEST_REDIS_URL): string {
   const prefix = `ums-test:${randomBytes(6).toString('hex')}:`

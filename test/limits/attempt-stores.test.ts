@@ -4,7 +4,7 @@ import { createMemoryStore, type AttemptStore, type Take } from '../../src/limit
 import { createLoginLimiter, type LoginVerdict } from '../../src/limits/login-limiter.js'
 import { LOGIN_WINDOW_MS } from '../../src/limits/policy.js'
 import { createRedisStore } from '../../src/limits/redis-attempt-store.js'
-import { redisIsUp, redisPrefix, TEST_REDIS_URL } from '../helper.js'
+import { redisSkipReason, redisPrefix, TEST_REDIS_URL } from '../helper.js'
 
 const stranger = async () => false
 const familiar = async () => true
@@ -17,7 +17,7 @@ async function login (limiter: ReturnType<typeof createLoginLimiter>, address: s
 }
 const withoutAttempt = (verdict: Exclude<LoginVerdict, { status: 'counted' }>) => verdict
 
-const redisSkip = (await redisIsUp()) ? false : `Redis is not answering at ${TEST_REDIS_URL}: the Redis store is not tested`
+const redisSkip = await redisSkipReason('the Redis store is not tested')
 
 const stores: Array<[string, (t: Test) => AttemptStore, false | string]> = [
   ['memory', () => createMemoryStore(), false],

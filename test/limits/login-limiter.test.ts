@@ -3,7 +3,7 @@ import t, { type Test } from 'tap'
 import type { App } from '../../src/app.js'
 import { users } from '../../src/db/schema.js'
 import { LOGIN_WINDOW_MS } from '../../src/limits/policy.js'
-import { build, captureLog, redisIsUp, redisPrefix, seedAccounts, testDatabases, TEST_REDIS_URL as REDIS_URL } from '../helper.js'
+import { build, captureLog, redisSkipReason, redisPrefix, seedAccounts, testDatabases, TEST_REDIS_URL as REDIS_URL } from '../helper.js'
 
 const LIMITS_ON = { RATE_LIMITS: 'on' }
 const tooMany = { statusCode: 429, error: 'Too Many Requests', message: 'Demasiados intentos, inténtelo más tarde' }
@@ -36,7 +36,7 @@ function assertLocked (t: Test, response: Awaited<ReturnType<App['inject']>>, me
 }
 
 
-const redisSkip = (await redisIsUp()) ? false : `Redis is not answering at ${REDIS_URL}: shared counters not tested`
+const redisSkip = await redisSkipReason('shared counters not tested')
 
 for (const kind of testDatabases()) {
   t.test(`failed-login limits (CONTRACT §9) on ${kind}`, async (t) => {

@@ -2,7 +2,7 @@ import { eq } from 'drizzle-orm'
 import t, { type Test } from 'tap'
 import type { App } from '../../src/app.js'
 import { users } from '../../src/db/schema.js'
-import { build, captureLog, redisIsUp, redisPrefix, testDatabases, TEST_REDIS_URL as REDIS_URL, uniqueUser } from '../helper.js'
+import { build, captureLog, redisSkipReason, redisPrefix, testDatabases, TEST_REDIS_URL as REDIS_URL, uniqueUser } from '../helper.js'
 
 const LIMITS_ON = { RATE_LIMITS: 'on' }
 const tooMany = { statusCode: 429, error: 'Too Many Requests', message: 'Demasiados intentos, inténtelo más tarde' }
@@ -40,7 +40,7 @@ function assertLimited (t: Test, response: Awaited<ReturnType<App['inject']>>, m
   t.ok(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= 60, `Retry-After ${response.headers['retry-after']} is within the minute`)
 }
 
-const redisSkip = (await redisIsUp()) ? false : `Redis is not answering at ${REDIS_URL}: shared sign-up limit not tested`
+const redisSkip = await redisSkipReason('shared sign-up limit not tested')
 
 for (const kind of testDatabases()) {
   t.test(`sign-up limit (CONTRACT §9) on ${kind}`, async (t) => {

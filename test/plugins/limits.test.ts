@@ -6,11 +6,11 @@ import clientAddress from '../../src/plugins/client-address.js'
 import errorHandler from '../../src/plugins/error-handler.js'
 import limitsRedis from '../../src/plugins/limits-redis.js'
 import signupLimit from '../../src/plugins/signup-limit.js'
-import { TEST_REDIS_URL, redisIsUp, testConfig } from '../helper.js'
+import { TEST_REDIS_URL, redisSkipReason, testConfig } from '../helper.js'
 
 // Asked before any test is queued: a top-level await between two t.test calls races the root
 // test's end, which then refuses the later ones.
-const redisSkip = (await redisIsUp()) ? false : `Redis is not answering at ${TEST_REDIS_URL}`
+const redisSkip = await redisSkipReason()
 
 // The limits' plugins alone, on a bare instance (the routes that use them: test/limits/).
 t.test('limits-redis: no Redis without REDIS_URL or with the limits off', async (t) => {

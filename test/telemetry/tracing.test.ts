@@ -3,7 +3,7 @@ import t from 'tap'
 import { users } from '../../src/db/schema.js'
 import { baseLoggerOptions } from '../../src/telemetry/logger.js'
 import { startTracing } from '../../src/telemetry/otel.js'
-import { build, captureLog, redisIsUp, redisPrefix, seedAccounts, testConfig, testDatabases, TEST_REDIS_URL } from '../helper.js'
+import { build, captureLog, redisSkipReason, redisPrefix, seedAccounts, testConfig, testDatabases, TEST_REDIS_URL } from '../helper.js'
 import { otlpReceiver, type ReceivedSpan } from '../support/otlp-receiver.js'
 
 // The SDK is process-wide (one tracer provider, one context manager), as in the service: this
@@ -13,7 +13,7 @@ const env = { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint, OTEL_SERVICE_NAME:
 Object.assign(process.env, env)
 const dropped: Array<[string, number]> = []
 // Asked before any test is queued: a top-level await between two t.test calls races the root test's end.
-const redisSkip = (await redisIsUp()) ? false : `Redis is not answering at ${TEST_REDIS_URL}`
+const redisSkip = await redisSkipReason()
 const tracing = await startTracing({ config: testConfig(env).tracing!, onDropped: (reason, count) => dropped.push([reason, count]) })
 t.teardown(() => tracing.shutdown())
 
