@@ -13,16 +13,22 @@ const skip = pgServersSkip(['pgbouncer'])
 const signup = (app: App, username: string) =>
   app.inject({ method: 'POST', url: '/auth/signup', payload: { username, email: `${username}@example.com`, password: 'Secreto123' } })
 
-t.test('three instances start together through PgBouncer; 30 racing sign-ups are all 201 and stored', { skip }, async (t) => {
+t.test('three instances start together through PgBouncer; 30 sign-ups racing six at a time are all 201 and stored', { skip }, async (t) => {
   const primary = await createPrimary(t)
   const bouncer = await startPgBouncer(t, primary)
   // No DATABASE_MIGRATION_URL: all three migrate through the pooler at once.
   const instances = await Promise.all([0, 1, 2].map(() => productionApp(t, bouncer.url('postgres'))))
   t.strictSame(await primary.query('select count(*)::int as applied, count(distinct hash)::int as distinct from drizzle.__drizzle_migrations'),
     [{ applied: migrationTags().length, distinct: migrationTags().length }], 'each migration applied once')
+  // Six at a time, two an instance: the statements race through the pooler, while the hash
+  // queue (2 s at most behind HASH_CONCURRENCY slots) is not what a slow machine is testing.
   const names = Array.from({ length: 30 }, (_, i) => `pgb${i}`)
-  const answers = await Promise.all(names.map((name, i) => signup(instances[i % 3].app, name)))
-  t.strictSame(answers.map((a) => a.statusCode), names.map(() => 201))
+  const answers = []
+  for (let wave = 0; wave < names.length; wave += 6) {
+    answers.push(...await Promise.all(names.slice(wave, wave + 6).map((name, i) => signup(instances[i % 3].app, name))))
+  }
+  const refusals = instances.flatMap(({ log }) => log.lines.filter((line) => line.level >= 40).map(({ msg, cause }) => ({ msg, cause: cause?.type, code: cause?.code })))
+  t.strictSame(answers.map((a) => a.statusCode), names.map(() => 201), `warnings and errors logged: ${JSON.stringify(refusals)}`)
   const stored = await primary.query('select id, username, email from users order by id')
   t.strictSame(answers.map((a) => a.json()).sort((a, b) => a.id - b.id), stored, 'every answer is the stored row')
   for (const { app } of instances) {
