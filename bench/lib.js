@@ -116,6 +116,17 @@ export function rss (pid) {
   return Number(status.match(/^VmRSS:\s+(\d+) kB/m)[1]) * 1024
 }
 
+/** Runs `run` while reading `pid`'s VmRSS every 100 ms: its memory under the load `run` makes. */
+export async function underRssWatch (pid, run) {
+  const samples = []
+  const sampler = setInterval(() => samples.push(rss(pid)), 100)
+  try {
+    return { result: await run(), samples }
+  } finally {
+    clearInterval(sampler)
+  }
+}
+
 
 /** Starts `command` in the project's folder and resolves once `readyUrl` answers anything. */
 export async function startProcess (command, env, readyUrl) {
@@ -187,13 +198,10 @@ export async function meLoader (base, user) {
   const { body: { token } } = await postJson(base, '/auth/login', { email: user.email, password: user.password })
   return async ({ pid, base }, duration) => {
     const before = cpuSeconds(pid)
-    // Memory under the load: VmRSS every 100 ms while it runs.
-    const samples = []
-    const sampler = setInterval(() => samples.push(rss(pid)), 100)
-    const f = await runNode('bench/load.js', [JSON.stringify({
+    const { result: f, samples } = await underRssWatch(pid, () => runNode('bench/load.js', [JSON.stringify({
       connections: 32, duration, url: `${base}/users/me`, method: 'GET',
       headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify({ email: user.email, password: user.password })
-    })], { cpu: '1' }).finally(() => clearInterval(sampler))
+    })], { cpu: '1' }))
     if (f.non2xx > 0 || f.errors > 0) throw new Error(`${base}: ${f.non2xx} non-2xx answers, ${f.errors} errors`)
     const rssMeanMB = samples.reduce((sum, bytes) => sum + bytes, 0) / samples.length / 2 ** 20
     return { rate: f.perSecond, cpu: ((cpuSeconds(pid) - before) / f.ok) * 1e6, p99: f.latency.p99, rssMeanMB }

@@ -20,7 +20,7 @@ import { fileURLToPath } from 'node:url'
 import argon2 from 'argon2'
 import postgres from 'postgres'
 import { startOtlpSink } from './otlp-sink.js'
-import { cpuSeconds, createDatabase, rss, rssParts, runNode, serviceNodeArgs, serviceStartEnv, startDbCeiling, startProcess } from './lib.js'
+import { cpuSeconds, createDatabase, rss, rssParts, runNode, serviceNodeArgs, serviceStartEnv, startDbCeiling, startProcess, underRssWatch } from './lib.js'
 
 const root = fileURLToPath(new URL('..', import.meta.url))
 const flags = new Set(process.argv.slice(2))
@@ -105,9 +105,7 @@ async function listingAtScale () {
 async function measured (name, pid, run, round) {
   // CPU time per answer is steadier than requests per second on a machine shared with other work.
   const cpuBefore = cpuSeconds(pid)
-  const samples = []
-  const sampler = setInterval(() => samples.push(rss(pid)), 100)
-  const f = await run().finally(() => clearInterval(sampler))
+  const { result: f, samples } = await underRssWatch(pid, run)
   if (samples.length) Object.assign(f, { rssPeakMB: Math.max(...samples) / MB, rssMeanMB: mean(samples) / MB, rssPartsMB: Object.fromEntries(Object.entries(rssParts(pid)).map(([kind, bytes]) => [kind, bytes / MB])) })
   if (f.ok !== undefined) f.cpuMicrosPerRequest = ((cpuSeconds(pid) - cpuBefore) / (f.ok + f.non2xx)) * 1e6
   log(`round ${round} ${name}: ${f.perSecond.toFixed(1)}/s, ${(f.cpuMicrosPerRequest ?? f.cpuMicrosPerOperation).toFixed(0)} µs CPU each${f.latency ? `, p99 ${f.latency.p99} ms, non-2xx ${f.non2xx}, errors ${f.errors}` : ''}${f.rssMeanMB ? `, RSS ${f.rssMeanMB.toFixed(1)} MB (glibc's arena ${f.rssPartsMB.malloc.toFixed(1)})` : ''}`)
