@@ -68,6 +68,16 @@ export function spawnServer (t: Test, env: Record<string, string>, nodeArgs: str
   }
 }
 
+/** node options that make the process list, as it exits, every module it loaded (test/support/module-log.mjs). */
+export const MODULE_LOG = ['--import', new URL('./support/module-log.mjs', import.meta.url).href]
+
+/** The modules a process started with MODULE_LOG had loaded when it exited. */
+export function loadedModules (server: ServerProcess): string[] {
+  const line = server.stderr().split('\n').find((text) => text.startsWith('MODULES '))
+  if (!line) throw new Error(`no MODULES line:\n${server.stderr()}`)
+  return JSON.parse(line.slice('MODULES '.length)) as string[]
+}
+
 export interface HttpAnswer { status: number, headers: Record<string, string | string[] | undefined>, body: string, json: () => any }
 
 /** One HTTP request over a fresh connection; a JSON body is sent with any method, GET included. */

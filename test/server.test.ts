@@ -1,6 +1,6 @@
 import t from 'tap'
 import { build, createPostgresDatabase, seedAccounts } from './helper.js'
-import { TEST_SECRET, freePort, http, portIsFree, spawnServer, waitFor, waitReady } from './server-process.js'
+import { MODULE_LOG, TEST_SECRET, freePort, http, loadedModules, portIsFree, spawnServer, waitFor, waitReady } from './server-process.js'
 
 // Real processes start slowly on a busy two-core machine: more than .taprc's 120 s per file.
 t.setTimeout(300_000)
@@ -82,7 +82,8 @@ t.test('three production instances started at once on one empty PostgreSQL datab
   const servers = []
   for (let i = 0; i < 3; i++) {
     const [port, managementPort] = [await freePort(), await freePort()]
-    servers.push(spawnServer(t, { APP_PROFILE: 'production', DATABASE_URL: url, JWT_SECRET: TEST_SECRET, PORT: String(port), MANAGEMENT_PORT: String(managementPort), HOST: '127.0.0.1', SHUTDOWN_DRAIN_MS: '0', LOG_LEVEL: 'warn' }))
+    // The first lists the modules it loaded.
+    servers.push(spawnServer(t, { APP_PROFILE: 'production', DATABASE_URL: url, JWT_SECRET: TEST_SECRET, PORT: String(port), MANAGEMENT_PORT: String(managementPort), HOST: '127.0.0.1', SHUTDOWN_DRAIN_MS: '0', LOG_LEVEL: 'warn' }, i === 0 ? MODULE_LOG : []))
   }
   // Readiness includes "migrations at head": each instance saw the schema complete.
   await Promise.all(servers.map((server) => waitReady(server)))
@@ -98,7 +99,11 @@ t.test('three production instances started at once on one empty PostgreSQL datab
   t.strictSame({ ...login.json(), token: 'x' }, { id: 1, token: 'x', username: 'trio', email: 'trio@example.com' })
   for (const server of servers) server.child.kill('SIGTERM')
   for (const server of servers) t.strictSame(await server.exited, { code: 0, signal: null })
-  t.equal(servers.map((s) => s.stderr()).join(''), '', 'no errors on any instance')
+  t.equal(servers.map((s) => s.stderr()).join('').split('\n').filter((line) => !line.startsWith('MODULES ')).join(''), '', 'no errors on any instance')
+  const modules = loadedModules(servers[0])
+  t.ok(modules.some((url) => url.includes('/postgres/')), 'the list holds what the process loaded')
+  // drizzle's PGlite driver imports all of PGlite: only the development profile may load either.
+  t.strictSame(modules.filter((url) => /@electric-sql\/pglite|drizzle-orm\/pglite/.test(url)), [], 'nothing of PGlite in production')
 })
 
 t.test('the HTTP server has the timeouts of CONTRACT §7', async (t) => {

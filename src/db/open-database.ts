@@ -2,7 +2,6 @@ import type { Config } from '../config/index.js'
 import type { Database } from './database.js'
 import { migratePostgresDatabase } from './migrate.js'
 import { connectPostgres } from './postgres.js'
-import { openMigratedPglite } from './snapshot.js'
 
 export interface OpenOptions {
   /**
@@ -31,7 +30,11 @@ export class NoPersistentDatabaseError extends Error {
  */
 export async function openDatabase (config: Pick<Config, 'profile' | 'databaseUrl' | 'databaseMigrationUrl' | 'migrations' | 'dbPoolMax'>, options: OpenOptions = {}): Promise<Database> {
   const postgres = config.profile === 'production' || options.persistent
-  if (!postgres) return (await openMigratedPglite()).database
+  if (!postgres) {
+    // Imported here: drizzle's PGlite driver imports all of PGlite, which production never runs.
+    const { openMigratedPglite } = await import('./snapshot.js')
+    return (await openMigratedPglite()).database
+  }
   // loadConfig guarantees a URL in production.
   const url = config.databaseUrl
   if (!url) throw new NoPersistentDatabaseError()

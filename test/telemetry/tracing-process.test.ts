@@ -1,23 +1,15 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
-import { freePort, http, spawnServer, waitReady, type ServerProcess } from '../server-process.js'
+import { MODULE_LOG, freePort, http, loadedModules, spawnServer, waitReady, type ServerProcess } from '../server-process.js'
 import { otlpReceiver } from '../support/otlp-receiver.js'
 
 // The real process: which modules it loads, what its collector's faults cost it, how it stops.
 t.setTimeout(300_000)
 
-const moduleLog = ['--import', new URL('../support/module-log.mjs', import.meta.url).href]
 const OTEL_MODULE = /@opentelemetry|@fastify[/+]otel/
 
 const ports = async () => ({ PORT: String(await freePort()), MANAGEMENT_PORT: String(await freePort()) })
 const cheap = { ARGON2_MEMORY_KIB: '1024', ARGON2_ITERATIONS: '1', LOG_LEVEL: 'warn' }
-
-/** The modules the process had loaded when it exited (test/support/module-log.mjs). */
-function loadedModules (server: ServerProcess): string[] {
-  const line = server.stderr().split('\n').find((text) => text.startsWith('MODULES '))
-  if (!line) throw new Error(`no MODULES line:\n${server.stderr()}`)
-  return JSON.parse(line.slice('MODULES '.length)) as string[]
-}
 
 async function stop (server: ServerProcess): Promise<{ exit: unknown, ms: number }> {
   const started = Date.now()
@@ -34,7 +26,7 @@ const droppedSpans = async (managementPort: number, reason: string): Promise<num
 
 // Both processes start at once: each test then waits for its own.
 const offEnv = await ports()
-const offServer = spawnServer(t, { ...offEnv, ...cheap }, moduleLog)
+const offServer = spawnServer(t, { ...offEnv, ...cheap }, MODULE_LOG)
 const receiver = await otlpReceiver(t)
 const onEnv = await ports()
 const onServer = spawnServer(t, {
@@ -46,7 +38,7 @@ const onServer = spawnServer(t, {
   OTEL_BSP_SCHEDULE_DELAY: '50',
   OTEL_BSP_MAX_QUEUE_SIZE: '10',
   OTEL_EXPORTER_OTLP_TIMEOUT: '500'
-}, moduleLog)
+}, MODULE_LOG)
 // The shipped default: OTLP in protobuf.
 const protobufReceiver = await otlpReceiver(t)
 const protobufEnv = await ports()
