@@ -171,6 +171,25 @@ for (const kind of testDatabases()) {
       t.notOk(log.lines.some((line) => line.msg === 'incoming request'), 'Fastify\'s own request lines are off')
     })
 
+    t.test('a request that writes only its request line makes no pino child; one that logs makes one', async (t) => {
+      const login = await app.inject({ method: 'POST', url: '/auth/login', payload: { email, password } })
+      t.equal(login.statusCode, 200)
+      const { token } = login.json()
+      // Counts the children Fastify's childLoggerFactory asks of the app's logger from here on.
+      let made = 0
+      const child = app.log.child.bind(app.log)
+      app.log.child = ((...args: Parameters<typeof child>) => { made++; return child(...args) }) as typeof app.log.child
+      t.teardown(() => { app.log.child = child })
+      const me = await app.inject({ url: '/users/me', headers: { authorization: `Bearer ${token}`, 'x-request-id': 'me-quiet' }, payload: { email, password } })
+      t.strictSame([me.statusCode, me.json()], [200, { id: seedAccounts.user.id, username: seedAccounts.user.username, email, role: seedAccounts.user.role }])
+      t.strictSame(linesOf('me-quiet').map((line) => line.msg), ['request completed'], 'its one line, the request line')
+      t.equal(made, 0, 'no child for it')
+      const failed = await app.inject({ method: 'POST', url: '/auth/login', headers: { 'x-request-id': 'login-loud' }, payload: { email, password: 'Wrong9876x' } })
+      t.strictSame([failed.statusCode, failed.json()], [401, { statusCode: 401, error: 'Unauthorized', message: 'Credenciales inválidas' }])
+      t.ok(linesOf('login-loud').some((line) => line.msg !== 'request completed'), 'a failed login logs a security event through its logger')
+      t.equal(made, 1, 'and has its child')
+    })
+
     t.test('anything that logs a secret by mistake gets it redacted', async (t) => {
       app.log.info({ password: 'Leak12345', token: 'eyLeak', body: { password: 'Leak12345' }, headers: { authorization: 'Bearer eyLeak' }, user: { passwordHash: '$argon2id$leak' } }, 'oops')
       const line = log.lines.find((l) => l.msg === 'oops')
