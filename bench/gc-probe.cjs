@@ -6,9 +6,9 @@ const fs = require('node:fs')
 const stats = { minor: [], major: [], old: [] }
 new PerformanceObserver((list) => {
   for (const e of list.getEntries()) {
-    const kind = e.detail?.kind ?? e.kind
-    if (kind === constants.NODE_PERFORMANCE_GC_MINOR) stats.minor.push([Math.round(performance.now()), +e.duration.toFixed(2)])
-    else stats.major.push([Math.round(performance.now()), +e.duration.toFixed(2), kind])
+    const { kind } = e.detail
+    if (kind === constants.NODE_PERFORMANCE_GC_MINOR) stats.minor.push([Math.round(e.startTime), +e.duration.toFixed(2)])
+    else stats.major.push([Math.round(e.startTime), +e.duration.toFixed(2), kind])
   }
 }).observe({ entryTypes: ['gc'] })
 setInterval(() => {

@@ -127,7 +127,6 @@ export async function underRssWatch (pid, run) {
   }
 }
 
-
 /** Starts `command` in the project's folder and resolves once `readyUrl` answers anything. */
 export async function startProcess (command, env, readyUrl) {
   const started = performance.now()

@@ -258,8 +258,8 @@ try {
   const idleAfterLoad = rss(service.pid)
 
   // Issue 26: the same build with tracing on, every request sampled, its spans taken by a local
-  // sink, against the service in alternate loads. A phase of its own: an instance started beside
-  // the others slowed the EdDSA instance's rounds, idle as it was.
+  // sink, against the service in alternate loads. Started only now: one more instance on the
+  // service's core slows the others' rounds, even while it idles.
   if (!only || only.includes('meTraced')) {
     sink = await startOtlpSink()
     serviceTraced = await startProcess(serviceCommand, { ...serviceEnv, PORT: String(port + 7), OTEL_EXPORTER_OTLP_ENDPOINT: sink.endpoint, OTEL_TRACES_SAMPLER: 'always_on', OTEL_SERVICE_NAME: 'ums-bench' }, `${tracedBase}/auth/x`)

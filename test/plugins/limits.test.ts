@@ -8,8 +8,6 @@ import limitsRedis from '../../src/plugins/limits-redis.js'
 import signupLimit from '../../src/plugins/signup-limit.js'
 import { TEST_REDIS_URL, redisSkipReason, testConfig } from '../helper.js'
 
-// Asked before any test is queued: a top-level await between two t.test calls races the root
-// test's end, which then refuses the later ones.
 const redisSkip = await redisSkipReason()
 
 // The limits' plugins alone, on a bare instance (the routes that use them: test/limits/).

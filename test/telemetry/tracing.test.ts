@@ -12,7 +12,6 @@ const receiver = await otlpReceiver(t)
 const env = { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint, OTEL_SERVICE_NAME: 'ums-under-test', OTEL_BSP_SCHEDULE_DELAY: '50', OTEL_TRACES_SAMPLER: 'parentbased_always_on', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' }
 Object.assign(process.env, env)
 const dropped: Array<[string, number]> = []
-// Asked before any test is queued: a top-level await between two t.test calls races the root test's end.
 const redisSkip = await redisSkipReason()
 const tracing = await startTracing({ config: testConfig(env).tracing!, onDropped: (reason, count) => dropped.push([reason, count]) })
 t.teardown(() => tracing.shutdown())
