@@ -16,35 +16,13 @@
 // Usage: DATABASE_URL=… JWT_SECRET=… PORT=18091 node bench/db-ceiling.js
 import http from 'node:http'
 import postgres from 'postgres'
-import { ceilingVerifier } from './lib.js'
+import { batchedLookUp, ceilingVerifier } from './lib.js'
 
 const env = process.env
 const sql = postgres(env.DATABASE_URL, { max: Number(env.CEILING_POOL_MAX ?? 10), max_pipeline: Number(env.CEILING_MAX_PIPELINE ?? 0), onnotice: () => {} })
 const verify = ceilingVerifier(env)
-const lookUp = env.CEILING_BATCH === '1' ? batchedLookUp() : async (id) => (await sql`select id, username, email, role from users where id = ${id}`)[0]
+const lookUp = env.CEILING_BATCH === '1' ? batchedLookUp(sql) : async (id) => (await sql`select id, username, email, role from users where id = ${id}`)[0]
 
-/** Look-ups asked in one turn of the event loop, answered by one statement after it. */
-function batchedLookUp () {
-  let waiting = null
-  async function flush () {
-    const batch = waiting
-    waiting = null
-    try {
-      const rows = await sql`select id, username, email, role from users where id = any(${batch.map((w) => w.id)}::int[])`
-      const byId = new Map(rows.map((row) => [row.id, row]))
-      for (const w of batch) w.resolve(byId.get(w.id))
-    } catch (error) {
-      for (const w of batch) w.reject(error)
-    }
-  }
-  return (id) => new Promise((resolve, reject) => {
-    if (waiting === null) {
-      waiting = []
-      setImmediate(flush)
-    }
-    waiting.push({ id, resolve, reject })
-  })
-}
 const design = env.LISTING_DESIGN
 const listUsers = design
   ? (await import('./listing-designs.js')).designs[design](sql)

@@ -2,10 +2,14 @@
 // the service's per-request extras added part by part, to show what the framework and each
 // part cost. FLOOR_PARTS, any of:
 //   schema  the body and response schemas (Ajv, fast-json-stringify)
-//   log     the service's request log line and production logger options (src/telemetry/logger.ts, from the build)
-//   hooks   hooks of the service's shape: the deadline's arrival queue (src/http/arrival-queue.ts, from the
-//           build), onRequest/preParsing/onSend hooks, headers
+//   log     the service's request log line, production logger options and deferred request logger
+//           (src/telemetry/logger.ts, from the build)
+//   hooks   hooks of the service's shape, the three below together:
+//   queue     the deadline's arrival queue (src/http/arrival-queue.ts, from the build)
+//   edges     an onRequest, a preParsing and an onSend hook like http-edges'
+//   headers   the onSend hook that sets the answer's three headers
 //   uuid    a random request id (randomUUID) for every request
+//   batch   the look-ups of one turn of the event loop in one statement, as the batched ceiling's
 // The token check is an async onRequest hook, as in the service; the look-up is postgres.js's.
 // Env: DATABASE_URL, JWT_SECRET, JWT_ISSUER, JWT_AUDIENCE, PORT, FLOOR_PARTS.
 // Usage: DATABASE_URL=… JWT_SECRET=… PORT=18092 FLOOR_PARTS=schema,log node bench/fastify-floor.js
@@ -13,29 +17,34 @@ import { randomUUID } from 'node:crypto'
 import Fastify, { LogController } from 'fastify'
 import postgres from 'postgres'
 import { createArrivalQueue } from '../dist/http/arrival-queue.js'
-import { loggerOptions, requestLogHook } from '../dist/telemetry/logger.js'
-import { ceilingVerifier } from './lib.js'
+import { deferredChildLogger, loggerOptions, requestLogHook } from '../dist/telemetry/logger.js'
+import { batchedLookUp, ceilingVerifier } from './lib.js'
 
 const env = process.env
 const parts = new Set((env.FLOOR_PARTS ?? '').split(',').filter(Boolean))
 const sql = postgres(env.DATABASE_URL, { max: 10, max_pipeline: 0, onnotice: () => {} })
 const verify = ceilingVerifier(env)
+const lookUp = parts.has('batch') ? batchedLookUp(sql) : async (id) => (await sql`select id, username, email, role from users where id = ${id}`)[0]
 const logger = parts.has('log') ? loggerOptions({ profile: 'production', logLevel: 'info' }) : false
-const app = Fastify({ logger, logController: new LogController({ disableRequestLogging: true }), genReqId: parts.has('uuid') ? () => randomUUID() : undefined })
+const app = Fastify({ logger, childLoggerFactory: parts.has('log') ? deferredChildLogger : undefined, logController: new LogController({ disableRequestLogging: true }), genReqId: parts.has('uuid') ? () => randomUUID() : undefined })
 app.addHttpMethod('GET', { hasBody: true, overrideExisting: true })
 
 if (parts.has('log')) app.addHook('onResponse', requestLogHook(app.log))
-if (parts.has('hooks')) {
+if (parts.has('hooks') || parts.has('queue')) {
   const pending = createArrivalQueue()
   app.decorateReply('deadlineSeq', -1)
   app.addHook('onRequest', (_request, reply, done) => { reply.deadlineSeq = pending.add(reply, Date.now()); done() })
   app.addHook('onSend', (_request, reply, payload, done) => { pending.remove(reply.deadlineSeq); done(null, payload) })
+}
+if (parts.has('hooks') || parts.has('edges')) {
   app.addHook('onRequest', (_request, _reply, done) => done())
   app.addHook('preParsing', (_request, _reply, payload, done) => done(null, payload))
   app.addHook('onSend', (request, reply, payload, done) => {
     if (request.raw.complete === false) reply.header('connection', 'close')
     done(null, payload)
   })
+}
+if (parts.has('hooks') || parts.has('headers')) {
   app.addHook('onSend', (request, reply, payload, done) => {
     reply.header('x-content-type-options', 'nosniff')
     reply.header('cache-control', 'no-store')
@@ -52,7 +61,7 @@ app.addHook('onRequest', async (request, reply) => {
     claims = header?.startsWith('Bearer ') ? verify(header.slice(7)) : undefined
   } catch {}
   if (claims?.role !== 'ROLE_USER' || !Number.isSafeInteger(claims.uid)) return reply.code(401).send({ message: 'Token inválido' })
-  const [user] = await sql`select id, username, email, role from users where id = ${claims.uid}`
+  const user = await lookUp(claims.uid)
   if (!user) return reply.code(401).send({ message: 'Token inválido' })
   request.account = user
 })
