@@ -1,9 +1,10 @@
 // GET /users/me on the built service, the database-bound ceilings (plain, and batched: the ratios'
-// limit) and bench/fastify-floor.js with sets of its parts, all on core 0 over one fresh
-// database, loaded in turn from core 1 (32 connections, SPEC's own-info request), the order
-// reversed every other round so drift falls on all. Prints each one's requests per second and CPU per answer: the mean, the median and the
-// least of its rounds (on a noisy machine the least is the steadiest figure of what a request
-// costs), its p99 latency (the median and the most of its rounds), and its ratio to the ceiling.
+// limit) and bench/fastify-floor.js with sets of its parts, all on core 0 over one fresh database,
+// loaded in turn from core 1 (32 connections, SPEC's own-info request), the order reversed every
+// other round so drift falls on all. Prints each one's requests per second and CPU per answer: the
+// mean, the median and the least of its rounds (on a noisy machine the least is the steadiest
+// figure of what a request costs), its p99 latency (the median and the most of its rounds), and its
+// ratio to the ceiling.
 // LADDER_SERVICES='[{"name":"a","dir":"/path/to/build"},…]' loads other builds instead of ./dist
 // (each folder with dist, package.json and node_modules, as bench/me-ab.js wants); "env" adds
 // variables, "nodeArgs" node options after npm start's (a later V8 option wins).
