@@ -16,12 +16,12 @@
 // Usage: DATABASE_URL=… JWT_SECRET=… PORT=18091 node bench/db-ceiling.js
 import http from 'node:http'
 import postgres from 'postgres'
-import { batchedLookUp, ceilingVerifier } from './lib.js'
+import { ceilingVerifier, userLookUp } from './lib.js'
 
 const env = process.env
 const sql = postgres(env.DATABASE_URL, { max: Number(env.CEILING_POOL_MAX ?? 10), max_pipeline: Number(env.CEILING_MAX_PIPELINE ?? 0), onnotice: () => {} })
 const verify = ceilingVerifier(env)
-const lookUp = env.CEILING_BATCH === '1' ? batchedLookUp(sql) : async (id) => (await sql`select id, username, email, role from users where id = ${id}`)[0]
+const lookUp = userLookUp(sql, { batched: env.CEILING_BATCH === '1' })
 
 const design = env.LISTING_DESIGN
 const listUsers = design

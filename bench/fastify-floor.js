@@ -18,25 +18,26 @@ import Fastify, { LogController } from 'fastify'
 import postgres from 'postgres'
 import { createArrivalQueue } from '../dist/http/arrival-queue.js'
 import { deferredChildLogger, loggerOptions, requestLogHook } from '../dist/telemetry/logger.js'
-import { batchedLookUp, ceilingVerifier } from './lib.js'
+import { ceilingVerifier, userLookUp } from './lib.js'
 
 const env = process.env
 const parts = new Set((env.FLOOR_PARTS ?? '').split(',').filter(Boolean))
+if (parts.has('hooks')) for (const part of ['queue', 'edges', 'headers']) parts.add(part)
 const sql = postgres(env.DATABASE_URL, { max: 10, max_pipeline: 0, onnotice: () => {} })
 const verify = ceilingVerifier(env)
-const lookUp = parts.has('batch') ? batchedLookUp(sql) : async (id) => (await sql`select id, username, email, role from users where id = ${id}`)[0]
+const lookUp = userLookUp(sql, { batched: parts.has('batch') })
 const logger = parts.has('log') ? loggerOptions({ profile: 'production', logLevel: 'info' }) : false
 const app = Fastify({ logger, childLoggerFactory: parts.has('log') ? deferredChildLogger : undefined, logController: new LogController({ disableRequestLogging: true }), genReqId: parts.has('uuid') ? () => randomUUID() : undefined })
 app.addHttpMethod('GET', { hasBody: true, overrideExisting: true })
 
 if (parts.has('log')) app.addHook('onResponse', requestLogHook(app.log))
-if (parts.has('hooks') || parts.has('queue')) {
+if (parts.has('queue')) {
   const pending = createArrivalQueue()
   app.decorateReply('deadlineSeq', -1)
   app.addHook('onRequest', (_request, reply, done) => { reply.deadlineSeq = pending.add(reply, Date.now()); done() })
   app.addHook('onSend', (_request, reply, payload, done) => { pending.remove(reply.deadlineSeq); done(null, payload) })
 }
-if (parts.has('hooks') || parts.has('edges')) {
+if (parts.has('edges')) {
   app.addHook('onRequest', (_request, _reply, done) => done())
   app.addHook('preParsing', (_request, _reply, payload, done) => done(null, payload))
   app.addHook('onSend', (request, reply, payload, done) => {
@@ -44,7 +45,7 @@ if (parts.has('hooks') || parts.has('edges')) {
     done(null, payload)
   })
 }
-if (parts.has('hooks') || parts.has('headers')) {
+if (parts.has('headers')) {
   app.addHook('onSend', (request, reply, payload, done) => {
     reply.header('x-content-type-options', 'nosniff')
     reply.header('cache-control', 'no-store')

@@ -187,8 +187,13 @@ export function ceilingVerifier (env) {
   })
 }
 
-/** Look-ups asked in one turn of the event loop, answered by one statement after it: the batched ceiling's (issue 25) and the Fastify floor's. */
-export function batchedLookUp (sql) {
+/**
+ * The look-up by id of the database-bound ceilings and the Fastify floor: one statement per
+ * look-up, or (`batched`, issue 25) the look-ups asked in one turn of the event loop answered by
+ * one `where id = any($1)` statement after it, as the service's are.
+ */
+export function userLookUp (sql, { batched = false } = {}) {
+  if (!batched) return async (id) => (await sql`select id, username, email, role from users where id = ${id}`)[0]
   let waiting = null
   async function flush () {
     const batch = waiting
@@ -209,6 +214,7 @@ export function batchedLookUp (sql) {
     waiting.push({ id, resolve, reject })
   })
 }
+
 /**
  * Signs `user` up on `base` and logs it in; returns a function that loads a server's GET /users/me
  * with SPEC's own-info request for `duration` seconds from core 1 (32 connections) and gives its

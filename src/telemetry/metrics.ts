@@ -67,8 +67,8 @@ export function createMetrics (): Metrics {
     observeHashTiming: (operation, seconds) => hashing.observe({ operation }, seconds),
     watchPool: (stats) => { pool = stats },
     countDroppedSpans: (reason, count) => droppedSpans.inc({ reason }, count),
-    // The label object straight to prom-client: a child from `labels()` hashes them again on
-    // each call all the same, and keeping children by a key string measured slower than this.
+    // prom-client hashes and checks the labels on every inc and observe, through a `labels()`
+    // child too: keeping children would add a lookup and save nothing.
     observeRequest (method, route, statusCode, seconds) {
       const labels = { method, route, status_code: String(statusCode) }
       requests.inc(labels)
