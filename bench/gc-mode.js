@@ -2,19 +2,23 @@
 // alternating in order, each loaded for `seconds` (core 0, 32 connections from core 1): rate, CPU
 // per answer, p99, mean RSS, and its GC under the load (bench/gc-probe.cjs): scavenges, their mean
 // pause, full collections, old space. An instance whose scavenges average over 4 ms is in the
-// old-generation mode of docs/performance.md (each scavenge promoting about 1 MB).
-// Usage: npm run build && node bench/gc-mode.js [n = 6] [seconds = 8] [sizes = 8,16]
+// old-generation mode of docs/performance.md (each scavenge promoting about 1 MB). `--traced`:
+// tracing on, every request sampled, spans to a local sink (bench/otlp-sink.js).
+// Usage: npm run build && node bench/gc-mode.js [n = 6] [seconds = 8] [sizes = 8,16] [--traced]
 import { randomBytes } from 'node:crypto'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { createDatabase, meLoader, startService } from './lib.js'
-const [n = '6', seconds = '8', sizes = '8,16'] = process.argv.slice(2)
+import { startOtlpSink } from './otlp-sink.js'
+const [n = '6', seconds = '8', sizes = '8,16'] = process.argv.slice(2).filter((arg) => arg !== '--traced')
+const sink = process.argv.includes('--traced') ? await startOtlpSink() : undefined
 const database = await createDatabase('ums_gcmode')
 const probeDir = mkdtempSync(join(tmpdir(), 'ums-gc-'))
 const probe = fileURLToPath(new URL('gc-probe.cjs', import.meta.url))
 const env = { LOG_LEVEL: 'info', UV_THREADPOOL_SIZE: '4', JWT_SECRET: randomBytes(36).toString('base64'), GC_PROBE_DIR: probeDir }
+if (sink) Object.assign(env, { OTEL_EXPORTER_OTLP_ENDPOINT: sink.endpoint, OTEL_SERVICE_NAME: 'ums-bench', OTEL_TRACES_SAMPLER: 'always_on' })
 let load
 const rows = []
 try {
@@ -46,6 +50,7 @@ try {
     console.log(`semi ${semi}: rate ${avg('rate')}, cpu ${avg('cpu')} µs, p99 ${avg('p99')}, rss ${avg('rss')} MB, scavenge ${avg('scavengeMs')} ms, slow-scavenge instances ${r.filter((x) => x.scavengeMs > 4).length}/${r.length}`)
   }
 } finally {
+  await sink?.close()
   await database.drop()
   rmSync(probeDir, { recursive: true, force: true })
 }

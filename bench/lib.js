@@ -231,7 +231,7 @@ export async function meLoader (base, user) {
     })], { cpu: '1' }))
     if (f.non2xx > 0 || f.errors > 0) throw new Error(`${base}: ${f.non2xx} non-2xx answers, ${f.errors} errors`)
     const rssMeanMB = samples.reduce((sum, bytes) => sum + bytes, 0) / samples.length / 2 ** 20
-    return { rate: f.perSecond, cpu: ((cpuSeconds(pid) - before) / f.ok) * 1e6, p99: f.latency.p99, rssMeanMB }
+    return { rate: f.perSecond, cpu: ((cpuSeconds(pid) - before) / f.ok) * 1e6, p99: f.latency.p99, rssMeanMB, answers: f.ok }
   }
 }
 
