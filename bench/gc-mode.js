@@ -18,7 +18,7 @@ const database = await createDatabase('ums_gcmode')
 const probeDir = mkdtempSync(join(tmpdir(), 'ums-gc-'))
 const probe = fileURLToPath(new URL('gc-probe.cjs', import.meta.url))
 const env = { LOG_LEVEL: 'info', UV_THREADPOOL_SIZE: '4', JWT_SECRET: randomBytes(36).toString('base64'), GC_PROBE_DIR: probeDir }
-if (sink) Object.assign(env, { OTEL_EXPORTER_OTLP_ENDPOINT: sink.endpoint, OTEL_SERVICE_NAME: 'ums-bench', OTEL_TRACES_SAMPLER: 'always_on' })
+if (sink) Object.assign(env, sink.tracingEnv())
 let load
 const rows = []
 try {

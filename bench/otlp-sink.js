@@ -16,8 +16,12 @@ export async function startOtlpSink () {
   })
   server.on('connection', (socket) => { sockets.add(socket); socket.on('close', () => sockets.delete(socket)) })
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const endpoint = `http://127.0.0.1:${server.address().port}`
   return {
-    endpoint: `http://127.0.0.1:${server.address().port}`,
+    /** The service's variables that turn tracing on, its spans sent here, sampled by `sampler`. */
+    tracingEnv: (sampler = 'always_on', ratio) => ({
+      OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, OTEL_SERVICE_NAME: 'ums-bench', OTEL_TRACES_SAMPLER: sampler, ...(ratio ? { OTEL_TRACES_SAMPLER_ARG: ratio } : {})
+    }),
     setBlackHole (on) { blackHole = on },
     taken: () => ({ exports, bytes }),
     async close () {

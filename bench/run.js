@@ -262,7 +262,7 @@ try {
   // service's core slows the others' rounds, even while it idles.
   if (!only || only.includes('meTraced')) {
     sink = await startOtlpSink()
-    serviceTraced = await startProcess(serviceCommand, { ...serviceEnv, PORT: String(port + 7), OTEL_EXPORTER_OTLP_ENDPOINT: sink.endpoint, OTEL_TRACES_SAMPLER: 'always_on', OTEL_SERVICE_NAME: 'ums-bench' }, `${tracedBase}/auth/x`)
+    serviceTraced = await startProcess(serviceCommand, { ...serviceEnv, PORT: String(port + 7), ...sink.tracingEnv() }, `${tracedBase}/auth/x`)
     const traced = await request(tracedBase, 'GET', '/users/me', { token: userToken, body: userLogin })
     if (traced.text !== me.text) throw new Error(`the traced instance answered /users/me ${traced.status} ${traced.text}`)
     const tracedSpec = { ...meSpec, url: `${tracedBase}/users/me` }

@@ -20,10 +20,9 @@ const nodeArgs = (name) => profiling ? [...serviceNodeArgs(), '--cpu-prof', `--c
 const database = await createDatabase('ums_tracing_ab')
 const sink = await startOtlpSink()
 const env = { LOG_LEVEL: 'info', UV_THREADPOOL_SIZE: '4', JWT_SECRET: randomBytes(36).toString('base64') }
-const tracing = { OTEL_EXPORTER_OTLP_ENDPOINT: sink.endpoint, OTEL_SERVICE_NAME: 'ums-bench', OTEL_TRACES_SAMPLER: sampler, ...(ratio ? { OTEL_TRACES_SAMPLER_ARG: ratio } : {}) }
 const services = {
   A: await startService({ databaseUrl: database.url, port: 18710, env, cpu: 0, nodeArgs: nodeArgs('A') }),
-  B: await startService({ databaseUrl: database.url, port: 18711, env: { ...env, ...tracing }, cpu: 0, nodeArgs: nodeArgs('B') })
+  B: await startService({ databaseUrl: database.url, port: 18711, env: { ...env, ...sink.tracingEnv(sampler, ratio) }, cpu: 0, nodeArgs: nodeArgs('B') })
 }
 // Every answer each instance gave, warm-up included: what its profile's busy time is divided by.
 const answers = new Map()

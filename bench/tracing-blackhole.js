@@ -16,7 +16,7 @@ const service = await startService({
   databaseUrl: database.url,
   port: 18730,
   cpu: 0,
-  env: { LOG_LEVEL: 'info', UV_THREADPOOL_SIZE: '4', JWT_SECRET: randomBytes(36).toString('base64'), MANAGEMENT_PORT: String(managementPort), OTEL_EXPORTER_OTLP_ENDPOINT: sink.endpoint, OTEL_SERVICE_NAME: 'ums-bench', OTEL_TRACES_SAMPLER: 'always_on' }
+  env: { LOG_LEVEL: 'info', UV_THREADPOOL_SIZE: '4', JWT_SECRET: randomBytes(36).toString('base64'), MANAGEMENT_PORT: String(managementPort), ...sink.tracingEnv() }
 })
 const dropped = async () => {
   const text = await (await fetch(`http://127.0.0.1:${managementPort}/metrics`)).text()
