@@ -3,7 +3,11 @@
 // with fast-jwt (cached, the service's alg/iss/aud/typ/claim checks), check the role, read the
 // optional JSON body's e-mail, read the row by primary key with postgres.js, JSON.stringify it.
 // GET /admin/users: the same token check and look-up, then `select id, username, email, role
-// from users order by id` and JSON.stringify. No framework, request id, log line or metrics.
+// from users order by id` and JSON.stringify. POST /auth/login: read the JSON body, the row by
+// e-mail, argon2 verify (one at a time, as the service's HASH_CONCURRENCY=1; a dummy hash for an
+// unknown e-mail), sign the service's token with fast-jwt, JSON.stringify the answer: the limit a
+// login over HTTP and a database can reach beside raw argon2 (bench/login-cost.js, bench/run.js).
+// No framework, validation, request id, log line or metrics.
 // postgres.js with its defaults (10 connections, prepared statements) but no pipelining: under
 // sustained load its pool's queue of busy connections never empties, and each pipelined query
 // scans it with indexOf (src/queue.js keeps every shifted slot until the queue is empty), so a
@@ -14,14 +18,28 @@
 // CEILING_MAX_PIPELINE (postgres.js's max and max_pipeline: 10 and 0);
 // LISTING_DESIGN=<name> serves the listing with a design of bench/listing-designs.js instead.
 // Usage: DATABASE_URL=… JWT_SECRET=… PORT=18091 node bench/db-ceiling.js
+import { randomBytes, randomUUID } from 'node:crypto'
 import http from 'node:http'
+import argon2 from 'argon2'
 import postgres from 'postgres'
-import { ceilingVerifier, userLookUp } from './lib.js'
+import { ceilingSigner, ceilingVerifier, userLookUp } from './lib.js'
 
 const env = process.env
 const sql = postgres(env.DATABASE_URL, { max: Number(env.CEILING_POOL_MAX ?? 10), max_pipeline: Number(env.CEILING_MAX_PIPELINE ?? 0), onnotice: () => {} })
 const verify = ceilingVerifier(env)
 const lookUp = userLookUp(sql, { batched: env.CEILING_BATCH === '1' })
+const sign = ceilingSigner(env)
+// For an unknown e-mail: the service's cost, random salt and digest, made without hashing (as the
+// service's), so no ceiling holds or maps an argon2 block before its first login.
+const b64 = (bytes) => randomBytes(bytes).toString('base64').replace(/=+$/, '')
+const dummyHash = `$argon2id$v=19$m=19456,p=1,t=2$${b64(16)}$${b64(32)}`
+let hashing = Promise.resolve()
+/** One verify in flight at a time, the next queued behind it. */
+function verifyInTurn (hash, password) {
+  const turn = hashing.then(() => argon2.verify(hash, password))
+  hashing = turn.catch(() => {})
+  return turn
+}
 
 const design = env.LISTING_DESIGN
 const listUsers = design
@@ -69,6 +87,15 @@ const server = http.createServer(async (req, res) => {
       const email = body ? JSON.parse(body).email : undefined
       if (email !== undefined && email.toLowerCase() !== user.email) return send(res, 403, '{"message":"Acceso denegado"}')
       return send(res, 200, JSON.stringify(user))
+    }
+    if (req.url === '/auth/login' && req.method === 'POST') {
+      const { email, password } = JSON.parse(await readBody(req))
+      if (typeof email !== 'string' || typeof password !== 'string') return send(res, 400, '{"message":"Solicitud inválida"}')
+      const [row] = await sql`select id, username, email, role, password_hash from users where email = ${email.toLowerCase()}`
+      const valid = await verifyInTurn(row?.password_hash ?? dummyHash, password)
+      if (!row || !valid) return send(res, 401, '{"message":"Credenciales inválidas"}')
+      const token = sign({ sub: row.username, role: row.role, uid: row.id, jti: randomUUID() })
+      return send(res, 200, JSON.stringify({ id: row.id, token, username: row.username, email: row.email }))
     }
     if (req.url === '/admin/users') {
       req.resume()

@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs'
 import { once } from 'node:events'
 import { performance } from 'node:perf_hooks'
 import { fileURLToPath } from 'node:url'
-import { createVerifier } from 'fast-jwt'
+import { createSigner, createVerifier } from 'fast-jwt'
 import postgres from 'postgres'
 
 export const ADMIN_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
@@ -172,6 +172,18 @@ export async function startDbCeiling ({ databaseUrl, secret, port, cpu, design, 
   const command = cpu === undefined ? script : ['taskset', '-c', String(cpu), ...script]
   const base = `http://127.0.0.1:${port}`
   return { base, ...await startProcess(command, { DATABASE_URL: databaseUrl, JWT_SECRET: secret, PORT: String(port), ...(design ? { LISTING_DESIGN: design } : {}), ...env }, `${base}/`) }
+}
+
+/** The service's HS256 access token (typ at+jwt, iss, aud, iat, exp a day later: JWT_EXPIRATION's default) as a fast-jwt signer: the login ceiling's. */
+export function ceilingSigner (env) {
+  return createSigner({
+    key: env.JWT_SECRET,
+    algorithm: 'HS256',
+    iss: env.JWT_ISSUER ?? 'user-management',
+    aud: env.JWT_AUDIENCE ?? 'user-management',
+    expiresIn: 86_400_000,
+    header: { typ: 'at+jwt' }
+  })
 }
 
 /** The service's token checks (alg, iss, aud, typ, required claims) as a fast-jwt verifier with its cache: the ceilings' and the Fastify floor's. */

@@ -20,7 +20,7 @@ import { fileURLToPath } from 'node:url'
 import argon2 from 'argon2'
 import postgres from 'postgres'
 import { startOtlpSink } from './otlp-sink.js'
-import { cpuSeconds, createDatabase, rss, rssParts, runNode, serviceNodeArgs, serviceStartEnv, startDbCeiling, startProcess, underRssWatch } from './lib.js'
+import { ceilingVerifier, cpuSeconds, createDatabase, rss, rssParts, runNode, serviceNodeArgs, serviceStartEnv, startDbCeiling, startProcess, underRssWatch } from './lib.js'
 
 const root = fileURLToPath(new URL('..', import.meta.url))
 const flags = new Set(process.argv.slice(2))
@@ -45,6 +45,7 @@ const ceilingPort = port + 1
 const dbCeilingBase = `http://127.0.0.1:${port + 4}`
 const batchedBase = `http://127.0.0.1:${port + 6}`
 const tracedBase = `http://127.0.0.1:${port + 7}`
+const loginCeilingBase = `http://127.0.0.1:${port + 8}`
 const MB = 1024 * 1024
 
 const log = (line) => process.stderr.write(`[bench] ${line}\n`)
@@ -125,6 +126,18 @@ function tracedSummary () {
   }
 }
 
+/** The login ceiling's figures against the service's logins, from their own alternate rounds. */
+function loginCeilingSummary () {
+  if (!results.loginCeilingRounds.length) return {}
+  const avgOf = (name, field) => mean(results.loginCeilingRounds.map((r) => r[name][field]))
+  return {
+    ceilingPerSecond: avgOf('loginCeiling', 'perSecond'), besideCeilingPerSecond: avgOf('login', 'perSecond'),
+    ceilingRatio: avgOf('login', 'perSecond') / avgOf('loginCeiling', 'perSecond'),
+    ceilingCpuMicros: avgOf('loginCeiling', 'cpuMicrosPerRequest'), besideCeilingCpuMicros: avgOf('login', 'cpuMicrosPerRequest'),
+    ceilingCpuRatio: avgOf('loginCeiling', 'cpuMicrosPerRequest') / avgOf('login', 'cpuMicrosPerRequest')
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 
 const database = await createDatabase('ums_perf')
@@ -154,6 +167,7 @@ const results = {
   settings: { connections: CONNECTIONS, durationS: DURATION, rounds: ROUNDS, serviceCpu: SERVICE_CPU, loadCpu: LOAD_CPU, UV_THREADPOOL_SIZE: THREADPOOL, malloc: Object.fromEntries(Object.entries(serviceStartEnv()).filter(([name]) => name.startsWith('MALLOC_'))), HASH_CONCURRENCY, RATE_LIMITS: 'off', LOG_LEVEL: 'info (production default, to /dev/null)', argon2: COST, listingUsers: LIST_USERS },
   rounds: [],
   tracedRounds: [],
+  loginCeilingRounds: [],
   summary: {}
 }
 
@@ -164,6 +178,7 @@ let sink
 let ceiling
 let dbCeiling
 let batchedCeiling
+let loginCeiling
 try {
   const profile = flags.has('--profile') ? ['--cpu-prof', `--cpu-prof-dir=${join(root, 'bench')}`] : []
   const serviceCommand = ['taskset', '-c', SERVICE_CPU, 'node', ...serviceNodeArgs(), ...profile, 'dist/server.js']
@@ -278,6 +293,28 @@ try {
     serviceTraced = undefined
   }
 
+  // The login ceiling: bench/db-ceiling.js's POST /auth/login (bare node:http, the row by e-mail,
+  // one verify in flight, the token signed) in npm start's environment, against the service's
+  // logins in alternate loads; started only now, as the traced instance is.
+  if (!only || only.includes('loginCeiling')) {
+    loginCeiling = await startDbCeiling({ databaseUrl, secret: serviceEnv.JWT_SECRET, port: port + 8, cpu: SERVICE_CPU, nodeArgs: serviceNodeArgs(), env: { ...serviceStartEnv(), UV_THREADPOOL_SIZE: THREADPOOL } })
+    const answer = await request(loginCeilingBase, 'POST', '/auth/login', { body: userLogin })
+    const { token, ...account } = answer.status === 200 ? JSON.parse(answer.text) : {}
+    const { token: serviceToken, ...serviceAccount } = JSON.parse((await request(base, 'POST', '/auth/login', { body: userLogin })).text)
+    const claims = (t) => { const { sub, role, uid } = ceilingVerifier(serviceEnv)(t); return JSON.stringify({ sub, role, uid }) }
+    if (JSON.stringify(account) !== JSON.stringify(serviceAccount) || claims(token) !== claims(serviceToken)) throw new Error(`the login ceiling answered ${answer.status} ${answer.text.slice(0, 200)}, not what the service answers`)
+    const loginCeilingSpec = { ...warmUps.login, url: `${loginCeilingBase}/auth/login` }
+    await load({ ...loginCeilingSpec, duration: 3 })
+    for (let round = 1; round <= ROUNDS; round++) {
+      results.loginCeilingRounds.push({
+        login: await measured('login (beside the login ceiling)', service.pid, scenarios.login, round),
+        loginCeiling: await measured('loginCeiling', loginCeiling.pid, () => load(loginCeilingSpec), round)
+      })
+    }
+    await loginCeiling.stop()
+    loginCeiling = undefined
+  }
+
   if (only) throw new Error(`partial run (--only): no summary; idle RSS after the load ${(idleAfterLoad / MB).toFixed(1)} MB`)
   const avg = (name, field = 'perSecond') => mean(results.rounds.map((r) => r[name][field]))
   const p99 = Math.max(...results.rounds.map((r) => r.me.latency.p99))
@@ -292,7 +329,7 @@ try {
       batchedPerSecond: avg('batchedCeiling'), batchedRatio: avg('me') / avg('batchedCeiling'), batchedCpuMicros: cpu('batchedCeiling'), batchedCpuRatio: cpu('batchedCeiling') / cpu('me'), batchedP99Ms: Math.max(...results.rounds.map((r) => r.batchedCeiling.latency.p99)),
       rssMB: avg('me', 'rssMeanMB'), batchedRssMB: avg('batchedCeiling', 'rssMeanMB'), rssParts: results.rounds.at(-1).me.rssPartsMB, batchedRssParts: results.rounds.at(-1).batchedCeiling.rssPartsMB, rssPeakMB: Math.max(...results.rounds.map((r) => r.me.rssPeakMB)), batchedRssPeakMB: Math.max(...results.rounds.map((r) => r.batchedCeiling.rssPeakMB))
     },
-    login: { perSecond: avg('login'), rawVerifyPerSecond: avg('rawVerify'), ratio: avg('login') / avg('rawVerify'), cpuMicros: cpu('login'), rawCpuMicros: cpu('rawVerify'), cpuRatio: cpu('rawVerify') / cpu('login'), p99Ms: Math.max(...results.rounds.map((r) => r.login.latency.p99)), non2xx: results.rounds.reduce((n, r) => n + r.login.non2xx, 0) },
+    login: { perSecond: avg('login'), rawVerifyPerSecond: avg('rawVerify'), ratio: avg('login') / avg('rawVerify'), cpuMicros: cpu('login'), rawCpuMicros: cpu('rawVerify'), cpuRatio: cpu('rawVerify') / cpu('login'), p99Ms: Math.max(...results.rounds.map((r) => r.login.latency.p99)), non2xx: results.rounds.reduce((n, r) => n + r.login.non2xx, 0), ...loginCeilingSummary() },
     signup: { perSecond: avg('signup'), rawHashPerSecond: avg('rawHash'), ratio: avg('signup') / avg('rawHash'), cpuMicros: cpu('signup'), rawCpuMicros: cpu('rawHash'), cpuRatio: cpu('rawHash') / cpu('signup'), p99Ms: Math.max(...results.rounds.map((r) => r.signup.latency.p99)), non2xx: results.rounds.reduce((n, r) => n + r.signup.non2xx, 0) },
     listing: {
       users: LIST_USERS, listingsPerSecond: avg('listing'), rowsPerSecond: avg('listing') * LIST_USERS, cpuMicrosPerRow: cpu('listing') / LIST_USERS, p99Ms: Math.max(...results.rounds.map((r) => r.listing.latency.p99)),
@@ -305,6 +342,7 @@ try {
   await ceiling?.stop()
   await dbCeiling?.stop()
   await batchedCeiling?.stop()
+  await loginCeiling?.stop()
   await service?.stop()
   await serviceEdDSA?.stop()
   await serviceTraced?.stop()
@@ -341,6 +379,7 @@ const rows = [
   ['GET /users/me p99', `${s.me.p99Ms} ms`, `ceiling p99 ${s.me.ceilingP99Ms} ms, db ceiling ${s.me.dbCeilingP99Ms} ms, batched ${s.me.batchedP99Ms} ms`, '', '≤ 6 ms', s.me.p99Ms <= 6],
   ['POST /auth/login', `${n(s.login.perSecond, 1)} req/s`, `raw verify ${n(s.login.rawVerifyPerSecond, 1)}/s`, pct(s.login.ratio), '≥ 95%', s.login.ratio >= 0.95],
   ['POST /auth/login, CPU per answer', `${n(s.login.cpuMicros / 1000, 1)} ms`, `raw verify ${n(s.login.rawCpuMicros / 1000, 1)} ms`, pct(s.login.cpuRatio), '(steadier check)', undefined],
+  ['POST /auth/login vs the login ceiling', `${n(s.login.besideCeilingPerSecond, 1)} req/s, ${n(s.login.besideCeilingCpuMicros / 1000, 1)} ms CPU each`, `login ceiling ${n(s.login.ceilingPerSecond, 1)} req/s, ${n(s.login.ceilingCpuMicros / 1000, 1)} ms (their own rounds)`, pct(s.login.ceilingRatio), '', undefined],
   ['POST /auth/signup', `${n(s.signup.perSecond, 1)} req/s`, `raw hash ${n(s.signup.rawHashPerSecond, 1)}/s`, pct(s.signup.ratio), '≥ 95%', s.signup.ratio >= 0.95],
   ['POST /auth/signup, CPU per answer', `${n(s.signup.cpuMicros / 1000, 1)} ms`, `raw hash ${n(s.signup.rawCpuMicros / 1000, 1)} ms`, pct(s.signup.cpuRatio), '(steadier check)', undefined],
   ['GET /admin/users, 10^4 users, 32 conn.', `${n(s.listing.rowsPerSecond)} rows/s`, 'target 1,000,000 rows/s', pct(s.listing.rowsPerSecond / 1e6), '≥ 1,000,000 rows/s', s.listing.rowsPerSecond >= 1e6],
