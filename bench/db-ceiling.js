@@ -4,9 +4,11 @@
 // optional JSON body's e-mail, read the row by primary key with postgres.js, JSON.stringify it.
 // GET /admin/users: the same token check and look-up, then `select id, username, email, role
 // from users order by id` and JSON.stringify. POST /auth/login: read the JSON body, the row by
-// e-mail, argon2 verify (one at a time, as the service's HASH_CONCURRENCY=1; a dummy hash for an
-// unknown e-mail), sign the service's token with fast-jwt, JSON.stringify the answer: the limit a
-// login over HTTP and a database can reach beside raw argon2 (bench/login-cost.js, bench/run.js).
+// e-mail, argon2 verify (one hash at a time, as the service's HASH_CONCURRENCY=1; a dummy hash for
+// an unknown e-mail), sign the service's token with fast-jwt, JSON.stringify the answer.
+// POST /auth/signup: read the JSON body, argon2 hash (in the same turn), insert the row, answer
+// its id, username and e-mail. Those two are the limits a login and a sign-up over HTTP and a
+// database can reach beside raw argon2 (bench/login-cost.js, bench/run.js).
 // No framework, validation, request id, log line or metrics.
 // postgres.js with its defaults (10 connections, prepared statements) but no pipelining: under
 // sustained load its pool's queue of busy connections never empties, and each pipelined query
@@ -29,14 +31,15 @@ const sql = postgres(env.DATABASE_URL, { max: Number(env.CEILING_POOL_MAX ?? 10)
 const verify = ceilingVerifier(env)
 const lookUp = userLookUp(sql, { batched: env.CEILING_BATCH === '1' })
 const sign = ceilingSigner(env)
+const cost = { type: argon2.argon2id, memoryCost: 19456, timeCost: 2, parallelism: 1 }
 // For an unknown e-mail: the service's cost, random salt and digest, made without hashing (as the
 // service's), so no ceiling holds or maps an argon2 block before its first login.
 const b64 = (bytes) => randomBytes(bytes).toString('base64').replace(/=+$/, '')
-const dummyHash = `$argon2id$v=19$m=19456,p=1,t=2$${b64(16)}$${b64(32)}`
+const dummyHash = `$argon2id$v=19$m=${cost.memoryCost},p=${cost.parallelism},t=${cost.timeCost}$${b64(16)}$${b64(32)}`
 let hashing = Promise.resolve()
-/** One verify in flight at a time, the next queued behind it. */
-function verifyInTurn (hash, password) {
-  const turn = hashing.then(() => argon2.verify(hash, password))
+/** One hash or verify in flight at a time, the next queued behind it. */
+function inTurn (work) {
+  const turn = hashing.then(work)
   hashing = turn.catch(() => {})
   return turn
 }
@@ -92,10 +95,19 @@ const server = http.createServer(async (req, res) => {
       const { email, password } = JSON.parse(await readBody(req))
       if (typeof email !== 'string' || typeof password !== 'string') return send(res, 400, '{"message":"Solicitud inválida"}')
       const [row] = await sql`select id, username, email, role, password_hash from users where email = ${email.toLowerCase()}`
-      const valid = await verifyInTurn(row?.password_hash ?? dummyHash, password)
+      const valid = await inTurn(() => argon2.verify(row?.password_hash ?? dummyHash, password))
       if (!row || !valid) return send(res, 401, '{"message":"Credenciales inválidas"}')
       const token = sign({ sub: row.username, role: row.role, uid: row.id, jti: randomUUID() })
       return send(res, 200, JSON.stringify({ id: row.id, token, username: row.username, email: row.email }))
+    }
+    if (req.url === '/auth/signup' && req.method === 'POST') {
+      const { username, email, password } = JSON.parse(await readBody(req))
+      if (typeof username !== 'string' || typeof email !== 'string' || typeof password !== 'string') return send(res, 400, '{"message":"Solicitud inválida"}')
+      // The salt made synchronously, as the service does: argon2's own is one more thread-pool trip.
+      const passwordHash = await inTurn(() => argon2.hash(password, { ...cost, salt: randomBytes(16) }))
+      const [row] = await sql`insert into users (username, username_key, email, password_hash)
+        values (${username}, ${username.normalize('NFKC').toLowerCase()}, ${email.toLowerCase()}, ${passwordHash}) returning id, username, email`
+      return send(res, 201, JSON.stringify(row))
     }
     if (req.url === '/admin/users') {
       req.resume()

@@ -45,7 +45,7 @@ const ceilingPort = port + 1
 const dbCeilingBase = `http://127.0.0.1:${port + 4}`
 const batchedBase = `http://127.0.0.1:${port + 6}`
 const tracedBase = `http://127.0.0.1:${port + 7}`
-const loginCeilingBase = `http://127.0.0.1:${port + 8}`
+const argon2CeilingBase = `http://127.0.0.1:${port + 8}`
 const MB = 1024 * 1024
 
 const log = (line) => process.stderr.write(`[bench] ${line}\n`)
@@ -126,15 +126,16 @@ function tracedSummary () {
   }
 }
 
-/** The login ceiling's figures against the service's logins, from their own alternate rounds. */
-function loginCeilingSummary () {
-  if (!results.loginCeilingRounds.length) return {}
-  const avgOf = (name, field) => mean(results.loginCeilingRounds.map((r) => r[name][field]))
+/** The login (`name` login) or sign-up ceiling's figures against the service's, from their own alternate rounds. */
+function argon2CeilingSummary (name) {
+  if (!results.argon2CeilingRounds.length) return {}
+  const avgOf = (scenario, field) => mean(results.argon2CeilingRounds.map((r) => r[scenario][field]))
+  const ceiling = `${name}Ceiling`
   return {
-    ceilingPerSecond: avgOf('loginCeiling', 'perSecond'), besideCeilingPerSecond: avgOf('login', 'perSecond'),
-    ceilingRatio: avgOf('login', 'perSecond') / avgOf('loginCeiling', 'perSecond'),
-    ceilingCpuMicros: avgOf('loginCeiling', 'cpuMicrosPerRequest'), besideCeilingCpuMicros: avgOf('login', 'cpuMicrosPerRequest'),
-    ceilingCpuRatio: avgOf('loginCeiling', 'cpuMicrosPerRequest') / avgOf('login', 'cpuMicrosPerRequest')
+    ceilingPerSecond: avgOf(ceiling, 'perSecond'), besideCeilingPerSecond: avgOf(name, 'perSecond'),
+    ceilingRatio: avgOf(name, 'perSecond') / avgOf(ceiling, 'perSecond'),
+    ceilingCpuMicros: avgOf(ceiling, 'cpuMicrosPerRequest'), besideCeilingCpuMicros: avgOf(name, 'cpuMicrosPerRequest'),
+    ceilingCpuRatio: avgOf(ceiling, 'cpuMicrosPerRequest') / avgOf(name, 'cpuMicrosPerRequest')
   }
 }
 
@@ -167,7 +168,7 @@ const results = {
   settings: { connections: CONNECTIONS, durationS: DURATION, rounds: ROUNDS, serviceCpu: SERVICE_CPU, loadCpu: LOAD_CPU, UV_THREADPOOL_SIZE: THREADPOOL, malloc: Object.fromEntries(Object.entries(serviceStartEnv()).filter(([name]) => name.startsWith('MALLOC_'))), HASH_CONCURRENCY, RATE_LIMITS: 'off', LOG_LEVEL: 'info (production default, to /dev/null)', argon2: COST, listingUsers: LIST_USERS },
   rounds: [],
   tracedRounds: [],
-  loginCeilingRounds: [],
+  argon2CeilingRounds: [],
   summary: {}
 }
 
@@ -178,7 +179,7 @@ let sink
 let ceiling
 let dbCeiling
 let batchedCeiling
-let loginCeiling
+let argon2Ceiling
 try {
   const profile = flags.has('--profile') ? ['--cpu-prof', `--cpu-prof-dir=${join(root, 'bench')}`] : []
   const serviceCommand = ['taskset', '-c', SERVICE_CPU, 'node', ...serviceNodeArgs(), ...profile, 'dist/server.js']
@@ -293,26 +294,37 @@ try {
     serviceTraced = undefined
   }
 
-  // The login ceiling: bench/db-ceiling.js's POST /auth/login (bare node:http, the row by e-mail,
-  // one verify in flight, the token signed) in npm start's environment, against the service's
-  // logins in alternate loads; started only now, as the traced instance is.
-  if (!only || only.includes('loginCeiling')) {
-    loginCeiling = await startDbCeiling({ databaseUrl, secret: serviceEnv.JWT_SECRET, port: port + 8, cpu: SERVICE_CPU, nodeArgs: serviceNodeArgs(), env: { ...serviceStartEnv(), UV_THREADPOOL_SIZE: THREADPOOL } })
-    const answer = await request(loginCeilingBase, 'POST', '/auth/login', { body: userLogin })
+  // The login and sign-up ceilings: bench/db-ceiling.js's POST /auth/login and /auth/signup (bare
+  // node:http, one hash in flight) in npm start's environment, against the service's in alternate
+  // loads; started only now, as the traced instance is.
+  if (!only || only.includes('argon2Ceilings')) {
+    argon2Ceiling = await startDbCeiling({ databaseUrl, secret: serviceEnv.JWT_SECRET, port: port + 8, cpu: SERVICE_CPU, nodeArgs: serviceNodeArgs(), env: { ...serviceStartEnv(), UV_THREADPOOL_SIZE: THREADPOOL } })
+    const answer = await request(argon2CeilingBase, 'POST', '/auth/login', { body: userLogin })
     const { token, ...account } = answer.status === 200 ? JSON.parse(answer.text) : {}
     const { token: serviceToken, ...serviceAccount } = JSON.parse((await request(base, 'POST', '/auth/login', { body: userLogin })).text)
     const claims = (t) => { const { sub, role, uid } = ceilingVerifier(serviceEnv)(t); return JSON.stringify({ sub, role, uid }) }
     if (JSON.stringify(account) !== JSON.stringify(serviceAccount) || claims(token) !== claims(serviceToken)) throw new Error(`the login ceiling answered ${answer.status} ${answer.text.slice(0, 200)}, not what the service answers`)
-    const loginCeilingSpec = { ...warmUps.login, url: `${loginCeilingBase}/auth/login` }
-    await load({ ...loginCeilingSpec, duration: 3 })
+    const signedUp = await request(argon2CeilingBase, 'POST', '/auth/signup', { body: { username: 'ceilingcheck', email: 'ceilingcheck@bench.example.com', password: 'Secreto123' } })
+    const [stored] = await sql`select id, username, email from users where username_key = 'ceilingcheck'`
+    if (signedUp.status !== 201 || signedUp.text !== JSON.stringify(stored)) throw new Error(`the sign-up ceiling answered ${signedUp.status} ${signedUp.text.slice(0, 200)}`)
+    await sql`delete from users where email like '%@bench.example.com'`
+    const ceilingLogin = () => load({ ...warmUps.login, url: `${argon2CeilingBase}/auth/login` })
+    const ceilingSignup = async (round) => {
+      const result = await load({ ...warmUps.signup, url: `${argon2CeilingBase}/auth/signup`, signupPrefix: `c${round}${randomBytes(2).toString('hex')}` })
+      await sql`delete from users where email like '%@bench.example.com'`
+      return result
+    }
+    await load({ ...warmUps.login, url: `${argon2CeilingBase}/auth/login`, duration: 3 })
     for (let round = 1; round <= ROUNDS; round++) {
-      results.loginCeilingRounds.push({
-        login: await measured('login (beside the login ceiling)', service.pid, scenarios.login, round),
-        loginCeiling: await measured('loginCeiling', loginCeiling.pid, () => load(loginCeilingSpec), round)
+      results.argon2CeilingRounds.push({
+        login: await measured('login (beside its ceiling)', service.pid, scenarios.login, round),
+        loginCeiling: await measured('loginCeiling', argon2Ceiling.pid, ceilingLogin, round),
+        signup: await measured('signup (beside its ceiling)', service.pid, () => scenarios.signup(round), round),
+        signupCeiling: await measured('signupCeiling', argon2Ceiling.pid, () => ceilingSignup(round), round)
       })
     }
-    await loginCeiling.stop()
-    loginCeiling = undefined
+    await argon2Ceiling.stop()
+    argon2Ceiling = undefined
   }
 
   if (only) throw new Error(`partial run (--only): no summary; idle RSS after the load ${(idleAfterLoad / MB).toFixed(1)} MB`)
@@ -329,8 +341,8 @@ try {
       batchedPerSecond: avg('batchedCeiling'), batchedRatio: avg('me') / avg('batchedCeiling'), batchedCpuMicros: cpu('batchedCeiling'), batchedCpuRatio: cpu('batchedCeiling') / cpu('me'), batchedP99Ms: Math.max(...results.rounds.map((r) => r.batchedCeiling.latency.p99)),
       rssMB: avg('me', 'rssMeanMB'), batchedRssMB: avg('batchedCeiling', 'rssMeanMB'), rssParts: results.rounds.at(-1).me.rssPartsMB, batchedRssParts: results.rounds.at(-1).batchedCeiling.rssPartsMB, rssPeakMB: Math.max(...results.rounds.map((r) => r.me.rssPeakMB)), batchedRssPeakMB: Math.max(...results.rounds.map((r) => r.batchedCeiling.rssPeakMB))
     },
-    login: { perSecond: avg('login'), rawVerifyPerSecond: avg('rawVerify'), ratio: avg('login') / avg('rawVerify'), cpuMicros: cpu('login'), rawCpuMicros: cpu('rawVerify'), cpuRatio: cpu('rawVerify') / cpu('login'), p99Ms: Math.max(...results.rounds.map((r) => r.login.latency.p99)), non2xx: results.rounds.reduce((n, r) => n + r.login.non2xx, 0), ...loginCeilingSummary() },
-    signup: { perSecond: avg('signup'), rawHashPerSecond: avg('rawHash'), ratio: avg('signup') / avg('rawHash'), cpuMicros: cpu('signup'), rawCpuMicros: cpu('rawHash'), cpuRatio: cpu('rawHash') / cpu('signup'), p99Ms: Math.max(...results.rounds.map((r) => r.signup.latency.p99)), non2xx: results.rounds.reduce((n, r) => n + r.signup.non2xx, 0) },
+    login: { perSecond: avg('login'), rawVerifyPerSecond: avg('rawVerify'), ratio: avg('login') / avg('rawVerify'), cpuMicros: cpu('login'), rawCpuMicros: cpu('rawVerify'), cpuRatio: cpu('rawVerify') / cpu('login'), p99Ms: Math.max(...results.rounds.map((r) => r.login.latency.p99)), non2xx: results.rounds.reduce((n, r) => n + r.login.non2xx, 0), ...argon2CeilingSummary('login') },
+    signup: { perSecond: avg('signup'), rawHashPerSecond: avg('rawHash'), ratio: avg('signup') / avg('rawHash'), cpuMicros: cpu('signup'), rawCpuMicros: cpu('rawHash'), cpuRatio: cpu('rawHash') / cpu('signup'), p99Ms: Math.max(...results.rounds.map((r) => r.signup.latency.p99)), non2xx: results.rounds.reduce((n, r) => n + r.signup.non2xx, 0), ...argon2CeilingSummary('signup') },
     listing: {
       users: LIST_USERS, listingsPerSecond: avg('listing'), rowsPerSecond: avg('listing') * LIST_USERS, cpuMicrosPerRow: cpu('listing') / LIST_USERS, p99Ms: Math.max(...results.rounds.map((r) => r.listing.latency.p99)),
       dbCeilingListingsPerSecond: avg('dbCeilingListing'), dbRatio: avg('listing') / avg('dbCeilingListing'), cpuMicros: cpu('listing'), dbCeilingCpuMicros: cpu('dbCeilingListing'), dbCpuRatio: cpu('dbCeilingListing') / cpu('listing'),
@@ -342,7 +354,7 @@ try {
   await ceiling?.stop()
   await dbCeiling?.stop()
   await batchedCeiling?.stop()
-  await loginCeiling?.stop()
+  await argon2Ceiling?.stop()
   await service?.stop()
   await serviceEdDSA?.stop()
   await serviceTraced?.stop()
@@ -382,6 +394,7 @@ const rows = [
   ['POST /auth/login vs the login ceiling', `${n(s.login.besideCeilingPerSecond, 1)} req/s, ${n(s.login.besideCeilingCpuMicros / 1000, 1)} ms CPU each`, `login ceiling ${n(s.login.ceilingPerSecond, 1)} req/s, ${n(s.login.ceilingCpuMicros / 1000, 1)} ms (their own rounds)`, pct(s.login.ceilingRatio), '', undefined],
   ['POST /auth/signup', `${n(s.signup.perSecond, 1)} req/s`, `raw hash ${n(s.signup.rawHashPerSecond, 1)}/s`, pct(s.signup.ratio), '≥ 95%', s.signup.ratio >= 0.95],
   ['POST /auth/signup, CPU per answer', `${n(s.signup.cpuMicros / 1000, 1)} ms`, `raw hash ${n(s.signup.rawCpuMicros / 1000, 1)} ms`, pct(s.signup.cpuRatio), '(steadier check)', undefined],
+  ['POST /auth/signup vs the sign-up ceiling', `${n(s.signup.besideCeilingPerSecond, 1)} req/s, ${n(s.signup.besideCeilingCpuMicros / 1000, 1)} ms CPU each`, `sign-up ceiling ${n(s.signup.ceilingPerSecond, 1)} req/s, ${n(s.signup.ceilingCpuMicros / 1000, 1)} ms (their own rounds)`, pct(s.signup.ceilingRatio), '', undefined],
   ['GET /admin/users, 10^4 users, 32 conn.', `${n(s.listing.rowsPerSecond)} rows/s`, 'target 1,000,000 rows/s', pct(s.listing.rowsPerSecond / 1e6), '≥ 1,000,000 rows/s', s.listing.rowsPerSecond >= 1e6],
   ['GET /admin/users vs the database-bound ceiling', `${n(s.listing.listingsPerSecond, 1)} listings/s`, `db ceiling ${n(s.listing.dbCeilingListingsPerSecond, 1)} listings/s`, pct(s.listing.dbRatio), '≥ 130%', s.listing.dbRatio >= 1.3],
   ['GET /admin/users vs the database-bound ceiling, CPU per listing', `${n(s.listing.cpuMicros / 1000, 1)} ms`, `db ceiling ${n(s.listing.dbCeilingCpuMicros / 1000, 1)} ms`, pct(s.listing.dbCpuRatio), '(steadier check)', undefined],
