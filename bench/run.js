@@ -126,7 +126,7 @@ function tracedSummary () {
   }
 }
 
-/** The login (`name` login) or sign-up ceiling's figures against the service's, from their own alternate rounds. */
+/** The service's logins or sign-ups (`name`) against their ceiling's, from their own alternate rounds. */
 function argon2CeilingSummary (name) {
   if (!results.argon2CeilingRounds.length) return {}
   const avgOf = (scenario, field) => mean(results.argon2CeilingRounds.map((r) => r[scenario][field]))
@@ -308,20 +308,23 @@ try {
     const [stored] = await sql`select id, username, email from users where username_key = 'ceilingcheck'`
     if (signedUp.status !== 201 || signedUp.text !== JSON.stringify(stored)) throw new Error(`the sign-up ceiling answered ${signedUp.status} ${signedUp.text.slice(0, 200)}`)
     await sql`delete from users where email like '%@bench.example.com'`
-    const ceilingLogin = () => load({ ...warmUps.login, url: `${argon2CeilingBase}/auth/login` })
-    const ceilingSignup = async (round) => {
-      const result = await load({ ...warmUps.signup, url: `${argon2CeilingBase}/auth/signup`, signupPrefix: `c${round}${randomBytes(2).toString('hex')}` })
+    const ceilingLogin = (spec = {}) => load({ ...warmUps.login, url: `${argon2CeilingBase}/auth/login`, ...spec })
+    const ceilingSignup = async (round, spec = {}) => {
+      const result = await load({ ...warmUps.signup, url: `${argon2CeilingBase}/auth/signup`, signupPrefix: `c${round}${randomBytes(2).toString('hex')}`, ...spec })
       await sql`delete from users where email like '%@bench.example.com'`
       return result
     }
-    await load({ ...warmUps.login, url: `${argon2CeilingBase}/auth/login`, duration: 3 })
+    await ceilingLogin({ duration: 3 })
+    await ceilingSignup(0, { duration: 3 })
     for (let round = 1; round <= ROUNDS; round++) {
-      results.argon2CeilingRounds.push({
-        login: await measured('login (beside its ceiling)', service.pid, scenarios.login, round),
-        loginCeiling: await measured('loginCeiling', argon2Ceiling.pid, ceilingLogin, round),
-        signup: await measured('signup (beside its ceiling)', service.pid, () => scenarios.signup(round), round),
-        signupCeiling: await measured('signupCeiling', argon2Ceiling.pid, () => ceilingSignup(round), round)
-      })
+      const pairs = {
+        login: [['login', () => measured('login (beside its ceiling)', service.pid, scenarios.login, round)], ['loginCeiling', () => measured('loginCeiling', argon2Ceiling.pid, ceilingLogin, round)]],
+        signup: [['signup', () => measured('signup (beside its ceiling)', service.pid, () => scenarios.signup(round), round)], ['signupCeiling', () => measured('signupCeiling', argon2Ceiling.pid, () => ceilingSignup(round), round)]]
+      }
+      // Each pair in the other order every other round, so drift falls on both.
+      const figures = {}
+      for (const pair of Object.values(pairs)) for (const [name, run] of round % 2 ? pair : [...pair].reverse()) figures[name] = await run()
+      results.argon2CeilingRounds.push(figures)
     }
     await argon2Ceiling.stop()
     argon2Ceiling = undefined
