@@ -5,6 +5,8 @@
 // Three ceilings on the service's core: bench/ceiling.js (node:http answering from memory),
 // bench/db-ceiling.js (node:http doing only the essential work on the same database, issue 13)
 // and the same batched (one statement for the look-ups of a turn, issue 25; the honest limit).
+// Login and sign-up are measured against raw argon2 and, in rounds of their own, against the
+// same script's POST /auth/login and /auth/signup (a login or sign-up over HTTP and a database).
 // Each load's CPU time and RSS (sampled every 100 ms) are kept; CPU-seconds per 1,000 answers size a deployment.
 // Prints a table and writes bench/results.json. Options: --quick (skip the 10^5/10^6 listing),
 // --profile (the service and both database-bound ceilings under `node --cpu-prof`, bench/*.cpuprofile).
