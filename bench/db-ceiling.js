@@ -19,25 +19,27 @@
 // Env: DATABASE_URL, JWT_SECRET, JWT_ISSUER, JWT_AUDIENCE (as the service), PORT; CEILING_POOL_MAX and
 // CEILING_MAX_PIPELINE (postgres.js's max and max_pipeline: 10 and 0);
 // LISTING_DESIGN=<name> serves the listing with a design of bench/listing-designs.js instead.
-// Usage: DATABASE_URL=… JWT_SECRET=… PORT=18091 node bench/db-ceiling.js
+// Usage: npm run build && DATABASE_URL=… JWT_SECRET=… PORT=18091 node bench/db-ceiling.js
 import { randomBytes, randomUUID } from 'node:crypto'
 import http from 'node:http'
 import argon2 from 'argon2'
 import postgres from 'postgres'
-import { ceilingSigner, ceilingVerifier, userLookUp } from './lib.js'
+import { argon2Options, dummyHashOf } from '../dist/users/password-manager.js'
+import { ARGON2_COST, ceilingSigner, ceilingVerifier, userLookUp } from './lib.js'
 
 const env = process.env
 const sql = postgres(env.DATABASE_URL, { max: Number(env.CEILING_POOL_MAX ?? 10), max_pipeline: Number(env.CEILING_MAX_PIPELINE ?? 0), onnotice: () => {} })
 const verify = ceilingVerifier(env)
 const lookUp = userLookUp(sql, { batched: env.CEILING_BATCH === '1' })
 const sign = ceilingSigner(env)
-const cost = { type: argon2.argon2id, memoryCost: 19456, timeCost: 2, parallelism: 1 }
-// For an unknown e-mail: the service's cost, random salt and digest, made without hashing (as the
-// service's), so no ceiling holds or maps an argon2 block before its first login.
-const b64 = (bytes) => randomBytes(bytes).toString('base64').replace(/=+$/, '')
-const dummyHash = `$argon2id$v=19$m=${cost.memoryCost},p=${cost.parallelism},t=${cost.timeCost}$${b64(16)}$${b64(32)}`
+const hashOptions = argon2Options(ARGON2_COST)
+// The service's, made without hashing: no ceiling holds an argon2 block before its first login.
+const dummyHash = dummyHashOf(ARGON2_COST)
 let hashing = Promise.resolve()
-/** One hash or verify in flight at a time, the next queued behind it. */
+/**
+ * One hash or verify in flight at a time, the next queued behind it. Not the service's work queue:
+ * its bounds (64 waiting, 2 s) answer 503 in a slow phase, and a ceiling refuses nothing.
+ */
 function inTurn (work) {
   const turn = hashing.then(work)
   hashing = turn.catch(() => {})
@@ -104,7 +106,7 @@ const server = http.createServer(async (req, res) => {
       const { username, email, password } = JSON.parse(await readBody(req))
       if (typeof username !== 'string' || typeof email !== 'string' || typeof password !== 'string') return send(res, 400, '{"message":"Solicitud inválida"}')
       // The salt made synchronously, as the service does: argon2's own is one more thread-pool trip.
-      const passwordHash = await inTurn(() => argon2.hash(password, { ...cost, salt: randomBytes(16) }))
+      const passwordHash = await inTurn(() => argon2.hash(password, { ...hashOptions, salt: randomBytes(16) }))
       const [row] = await sql`insert into users (username, username_key, email, password_hash)
         values (${username}, ${username.normalize('NFKC').toLowerCase()}, ${email.toLowerCase()}, ${passwordHash}) returning id, username, email`
       return send(res, 201, JSON.stringify(row))

@@ -9,6 +9,12 @@ import { fileURLToPath } from 'node:url'
 import { createSigner, createVerifier } from 'fast-jwt'
 import postgres from 'postgres'
 
+/**
+ * The service's default argon2id cost, ARGON2_MINIMUM in src/config/index.ts (the ceilings do not
+ * import that module: it would bring TypeBox into their memory, which the bench compares).
+ */
+export const ARGON2_COST = { memoryCost: 19456, timeCost: 2, parallelism: 1 }
+
 export const ADMIN_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
 
 /** Creates an empty database; returns its URL and a function that drops it. */
@@ -172,6 +178,11 @@ export async function startDbCeiling ({ databaseUrl, secret, port, cpu, design, 
   const command = cpu === undefined ? script : ['taskset', '-c', String(cpu), ...script]
   const base = `http://127.0.0.1:${port}`
   return { base, ...await startProcess(command, { DATABASE_URL: databaseUrl, JWT_SECRET: secret, PORT: String(port), ...(design ? { LISTING_DESIGN: design } : {}), ...env }, `${base}/`) }
+}
+
+/** npm start's node options and environment (malloc settings) with the bench's thread pool: a ceiling started as the service is. */
+export function asNpmStart (threadpool) {
+  return { nodeArgs: serviceNodeArgs(), env: { ...serviceStartEnv(), UV_THREADPOOL_SIZE: threadpool } }
 }
 
 /** The service's HS256 access token (typ at+jwt, iss, aud, iat, exp a day later: JWT_EXPIRATION's default) as a fast-jwt signer: the login ceiling's. */

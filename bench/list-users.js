@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs'
 import { performance } from 'node:perf_hooks'
 import argon2 from 'argon2'
 import postgres from 'postgres'
-import { createDatabase, postJson, startService } from './lib.js'
+import { ARGON2_COST, createDatabase, postJson, startService } from './lib.js'
 
 const sizes = (process.argv[2] ?? '10000,100000,1000000').split(',').map(Number)
 const ADMIN = { username: 'benchadmin', email: 'bench-admin@example.com', password: 'Bench12345' }
@@ -59,7 +59,7 @@ try {
   // A first start applies the migrations; then the table is filled by SQL, which is fast.
   const bootstrap = await startService({ databaseUrl: database.url, port })
   await bootstrap.stop()
-  const hash = await argon2.hash(ADMIN.password, { type: argon2.argon2id, memoryCost: 19456, timeCost: 2, parallelism: 1 })
+  const hash = await argon2.hash(ADMIN.password, { type: argon2.argon2id, ...ARGON2_COST })
   // ASCII lower-case names: each is its own username_key (src/users/user.ts).
   await sql`insert into users (username, username_key, email, password_hash, role) values (${ADMIN.username}, ${ADMIN.username}, ${ADMIN.email}, ${hash}, 'ROLE_ADMIN')`
 

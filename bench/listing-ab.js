@@ -9,7 +9,7 @@
 import { randomBytes } from 'node:crypto'
 import argon2 from 'argon2'
 import postgres from 'postgres'
-import { abRounds, cpuSeconds, createDatabase, postJson, runNode, serviceNodeArgs, startService } from './lib.js'
+import { ARGON2_COST, abRounds, cpuSeconds, createDatabase, postJson, runNode, serviceNodeArgs, startService } from './lib.js'
 
 const [dirA, dirB, rounds = '6', seconds = '5'] = process.argv.slice(2)
 if (!dirA || !dirB) throw new Error('usage: node bench/listing-ab.js <folder A> <folder B> [rounds] [seconds]')
@@ -22,7 +22,7 @@ const services = { A: await start(dirA, process.env.AB_ARGS_A, 18710), B: await 
 const sql = postgres(database.url, { max: 1, onnotice: () => {} })
 try {
   // bench/run.js's seed: ASCII lower-case names (each its own username_key), argon2id at the configured cost.
-  const hash = await argon2.hash('Bench12345', { type: argon2.argon2id, memoryCost: 19456, timeCost: 2, parallelism: 1 })
+  const hash = await argon2.hash('Bench12345', { type: argon2.argon2id, ...ARGON2_COST })
   await sql`insert into users (username, username_key, email, password_hash, role) values ('benchadmin', 'benchadmin', 'bench-admin@example.com', ${hash}, 'ROLE_ADMIN')`
   await sql`insert into users (username, username_key, email, password_hash) select 'filler' || g, 'filler' || g, 'filler' || g || '@example.com', ${hash} from generate_series(2, ${USERS}) as g`
   await sql`vacuum analyze users`

@@ -11,9 +11,8 @@ import { randomBytes } from 'node:crypto'
 import { readdirSync } from 'node:fs'
 import argon2 from 'argon2'
 import postgres from 'postgres'
-import { createDatabase, cpuSeconds, procStat, rss, runNode, serviceNodeArgs, serviceStartEnv, startDbCeiling, startService } from './lib.js'
+import { ARGON2_COST as COST, asNpmStart, createDatabase, cpuSeconds, procStat, rss, runNode, startDbCeiling, startService } from './lib.js'
 
-const COST = { memoryCost: 19456, timeCost: 2, parallelism: 1 }
 const DURATION = Number(process.env.BENCH_DURATION ?? 10)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2)
 const THREADPOOL = '4'
@@ -41,8 +40,7 @@ try {
   const loginLoad = (service, duration) => runNode('bench/load.js', [JSON.stringify({ url: `${service.base}/auth/login`, method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(login), duration })], { cpu: '1' })
   for (const service of services) await loginLoad(service, 3)
 
-  // In npm start's environment (malloc settings, node options), as the service.
-  ceiling = await startDbCeiling({ databaseUrl: database.url, secret: randomBytes(36).toString('base64'), port: 27000 + services.length, cpu: 0, nodeArgs: serviceNodeArgs(), env: { ...serviceStartEnv(), UV_THREADPOOL_SIZE: THREADPOOL } })
+  ceiling = await startDbCeiling({ databaseUrl: database.url, secret: randomBytes(36).toString('base64'), port: 27000 + services.length, cpu: 0, ...asNpmStart(THREADPOOL) })
   await loginLoad(ceiling, 3)
   const targets = [...services.map((service, i) => [JSON.stringify(variants[i]), service]), ['login ceiling', ceiling]]
 

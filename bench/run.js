@@ -22,7 +22,7 @@ import { fileURLToPath } from 'node:url'
 import argon2 from 'argon2'
 import postgres from 'postgres'
 import { startOtlpSink } from './otlp-sink.js'
-import { ceilingVerifier, cpuSeconds, createDatabase, rss, rssParts, runNode, serviceNodeArgs, serviceStartEnv, startDbCeiling, startProcess, underRssWatch } from './lib.js'
+import { ARGON2_COST as COST, asNpmStart, ceilingVerifier, cpuSeconds, createDatabase, rss, rssParts, runNode, serviceNodeArgs, serviceStartEnv, startDbCeiling, startProcess, underRssWatch } from './lib.js'
 
 const root = fileURLToPath(new URL('..', import.meta.url))
 const flags = new Set(process.argv.slice(2))
@@ -39,7 +39,6 @@ const THREADPOOL = process.env.UV_THREADPOOL_SIZE ?? '4'
 // taskset), and so in the raw rate it is compared with. The login's look-up and the sign-up's
 // insert run outside the hashing slot, so the core does not idle while PostgreSQL answers.
 const HASH_CONCURRENCY = process.env.BENCH_HASH_CONCURRENCY ?? '1'
-const COST = { memoryCost: 19456, timeCost: 2, parallelism: 1 }
 const LIST_USERS = 10_000
 const port = 20000 + Math.floor(Math.random() * 20000)
 const ceilingPort = port + 1
@@ -300,11 +299,12 @@ try {
   // node:http, one hash in flight) in npm start's environment, against the service's in alternate
   // loads; started only now, as the traced instance is.
   if (!only || only.includes('argon2Ceilings')) {
-    argon2Ceiling = await startDbCeiling({ databaseUrl, secret: serviceEnv.JWT_SECRET, port: port + 8, cpu: SERVICE_CPU, nodeArgs: serviceNodeArgs(), env: { ...serviceStartEnv(), UV_THREADPOOL_SIZE: THREADPOOL } })
+    argon2Ceiling = await startDbCeiling({ databaseUrl, secret: serviceEnv.JWT_SECRET, port: port + 8, cpu: SERVICE_CPU, ...asNpmStart(THREADPOOL) })
     const answer = await request(argon2CeilingBase, 'POST', '/auth/login', { body: userLogin })
     const { token, ...account } = answer.status === 200 ? JSON.parse(answer.text) : {}
     const { token: serviceToken, ...serviceAccount } = JSON.parse((await request(base, 'POST', '/auth/login', { body: userLogin })).text)
-    const claims = (t) => { const { sub, role, uid } = ceilingVerifier(serviceEnv)(t); return JSON.stringify({ sub, role, uid }) }
+    const verifyToken = ceilingVerifier(serviceEnv)
+    const claims = (t) => { const { sub, role, uid } = verifyToken(t); return JSON.stringify({ sub, role, uid }) }
     if (JSON.stringify(account) !== JSON.stringify(serviceAccount) || claims(token) !== claims(serviceToken)) throw new Error(`the login ceiling answered ${answer.status} ${answer.text.slice(0, 200)}, not what the service answers`)
     const signedUp = await request(argon2CeilingBase, 'POST', '/auth/signup', { body: { username: 'ceilingcheck', email: 'ceilingcheck@bench.example.com', password: 'Secreto123' } })
     const [stored] = await sql`select id, username, email from users where username_key = 'ceilingcheck'`
@@ -319,13 +319,13 @@ try {
     await ceilingLogin({ duration: 3 })
     await ceilingSignup(0, { duration: 3 })
     for (let round = 1; round <= ROUNDS; round++) {
-      const pairs = {
-        login: [['login', () => measured('login (beside its ceiling)', service.pid, scenarios.login, round)], ['loginCeiling', () => measured('loginCeiling', argon2Ceiling.pid, ceilingLogin, round)]],
-        signup: [['signup', () => measured('signup (beside its ceiling)', service.pid, () => scenarios.signup(round), round)], ['signupCeiling', () => measured('signupCeiling', argon2Ceiling.pid, () => ceilingSignup(round), round)]]
-      }
+      const pairs = [
+        [['login', () => measured('login (beside its ceiling)', service.pid, scenarios.login, round)], ['loginCeiling', () => measured('loginCeiling', argon2Ceiling.pid, ceilingLogin, round)]],
+        [['signup', () => measured('signup (beside its ceiling)', service.pid, () => scenarios.signup(round), round)], ['signupCeiling', () => measured('signupCeiling', argon2Ceiling.pid, () => ceilingSignup(round), round)]]
+      ]
       // Each pair in the other order every other round, so drift falls on both.
       const figures = {}
-      for (const pair of Object.values(pairs)) for (const [name, run] of round % 2 ? pair : [...pair].reverse()) figures[name] = await run()
+      for (const pair of pairs) for (const [name, run] of round % 2 ? pair : [...pair].reverse()) figures[name] = await run()
       results.argon2CeilingRounds.push(figures)
     }
     await argon2Ceiling.stop()
