@@ -42,5 +42,5 @@ t.test('a development seed that fails makes the app fail to get ready', async (t
   const app = Fastify()
   await app.register(fp(async (app) => { app.decorate('database', database) }, { name: 'db' }))
   await app.register(usersPlugin, { config: testConfig(), seed: true })
-  await t.rejects(app.ready(), { message: /^Failed query: insert into "users"/, cause: { message: 'PGlite is closed' } }, 'the insert on a closed database fails the start')
+  await t.rejects(async () => { await app.ready() }, { message: /^Failed query: insert into "users"/, cause: { message: 'PGlite is closed' } }, 'the insert on a closed database fails the start')
 })
