@@ -3,7 +3,8 @@
 // per answer, p99, mean RSS, and its GC under the load (bench/gc-probe.cjs): scavenges, their mean
 // pause, full collections, old space. An instance whose scavenges average over 4 ms is in the
 // old-generation mode of docs/performance.md (each scavenge promoting about 1 MB). `--traced`:
-// tracing on, every request sampled, spans to a local sink (bench/otlp-sink.js).
+// tracing on, every request sampled, spans to a local sink (bench/otlp-sink.js). A size may carry
+// V8 options after it, e.g. '8,8 --no-allocation-site-pretenuring'.
 // Usage: npm run build && node bench/gc-mode.js [n = 6] [seconds = 8] [sizes = 8,16] [--traced]
 import { randomBytes } from 'node:crypto'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
@@ -26,7 +27,8 @@ try {
     const order = sizes.split(',')
     if (i % 2) order.reverse()
     for (const semi of order) {
-      const service = await startService({ databaseUrl: database.url, port: 18800, env, cpu: 0, nodeArgs: [`--max-semi-space-size=${semi}`, '--require', probe] })
+      const [size, ...v8Options] = semi.split(' ')
+      const service = await startService({ databaseUrl: database.url, port: 18800, env, cpu: 0, nodeArgs: [`--max-semi-space-size=${size}`, ...v8Options, '--require', probe] })
       load ??= await meLoader(service.base, { username: 'gcuser', email: 'gc-user@example.com', password: 'Bench12345' })
       await load(service, 2)
       const f = await load(service, Number(seconds))
