@@ -25,7 +25,7 @@ export default fp<UsersPluginOptions>(async function usersPlugin (app, { config,
   app.decorate('usersRepository', createUsersRepository(app.database))
   if (seed) {
     // The two hashes run on the thread pool while the rest of the app registers and compiles its
-    // schemas on the main thread (a development start 150-200 ms sooner); the app is not ready,
+    // schemas on the main thread, so a development start answers sooner; the app is not ready,
     // and so answers nothing, until both accounts are in. A failure fails `ready()` and the start.
     const seeding = seedDevelopmentAccounts(app.database.db, config.seed, passwords.hash)
     seeding.catch(() => {}) // handled by the onReady hook; not an unhandled rejection meanwhile
