@@ -10,11 +10,10 @@
 import http from 'node:http'
 import { randomBytes, randomUUID } from 'node:crypto'
 import { fileURLToPath } from 'node:url'
-import { createSigner } from 'fast-jwt'
 import postgres from 'postgres'
 import { drizzle } from 'drizzle-orm/postgres-js'
 import { migrate } from 'drizzle-orm/postgres-js/migrator'
-import { cpuSeconds, createDatabase, rss, runNode, startDbCeiling } from './lib.js'
+import { ceilingSigner, cpuSeconds, createDatabase, rss, runNode, startDbCeiling } from './lib.js'
 import { designs } from './listing-designs.js'
 
 const option = (name) => process.argv.find((arg) => arg.startsWith(`--${name}=`))?.slice(name.length + 3).split(',')
@@ -58,7 +57,7 @@ try {
   await migrate(drizzle({ client: sql }), { migrationsFolder: fileURLToPath(new URL('../drizzle', import.meta.url)) })
   await sql`insert into users (username, email, password_hash, role) values ('benchadmin', 'bench-admin@example.com', 'x', 'ROLE_ADMIN')`
   await fill(sql, 2, USERS)
-  const token = createSigner({ key: secret, algorithm: 'HS256', iss: 'user-management', aud: 'user-management', expiresIn: 3_600_000, header: { typ: 'at+jwt' } })({ sub: 'bench-admin@example.com', role: 'ROLE_ADMIN', uid: 1, jti: randomUUID() })
+  const token = ceilingSigner({ JWT_SECRET: secret })({ sub: 'bench-admin@example.com', role: 'ROLE_ADMIN', uid: 1, jti: randomUUID() })
 
   const names = ['ceiling', ...chosen]
   for (const [i, name] of names.entries()) {

@@ -20,11 +20,12 @@
 // CEILING_MAX_PIPELINE (postgres.js's max and max_pipeline: 10 and 0);
 // LISTING_DESIGN=<name> serves the listing with a design of bench/listing-designs.js instead.
 // Usage: npm run build && DATABASE_URL=… JWT_SECRET=… PORT=18091 node bench/db-ceiling.js
-import { randomBytes, randomUUID } from 'node:crypto'
+import { randomUUID } from 'node:crypto'
 import http from 'node:http'
 import argon2 from 'argon2'
 import postgres from 'postgres'
-import { argon2Options, dummyHashOf } from '../dist/users/password-manager.js'
+import { argon2Options, dummyHashOf, hashWithSalt } from '../dist/users/password-manager.js'
+import { usernameKey } from '../dist/users/user.js'
 import { ARGON2_COST, ceilingSigner, ceilingVerifier, userLookUp } from './lib.js'
 
 const env = process.env
@@ -105,10 +106,9 @@ const server = http.createServer(async (req, res) => {
     if (req.url === '/auth/signup' && req.method === 'POST') {
       const { username, email, password } = JSON.parse(await readBody(req))
       if (typeof username !== 'string' || typeof email !== 'string' || typeof password !== 'string') return send(res, 400, '{"message":"Solicitud inválida"}')
-      // The salt made synchronously, as the service does: argon2's own is one more thread-pool trip.
-      const passwordHash = await inTurn(() => argon2.hash(password, { ...hashOptions, salt: randomBytes(16) }))
+      const passwordHash = await inTurn(() => hashWithSalt(hashOptions, password))
       const [row] = await sql`insert into users (username, username_key, email, password_hash)
-        values (${username}, ${username.normalize('NFKC').toLowerCase()}, ${email.toLowerCase()}, ${passwordHash}) returning id, username, email`
+        values (${username}, ${usernameKey(username)}, ${email.toLowerCase()}, ${passwordHash}) returning id, username, email`
       return send(res, 201, JSON.stringify(row))
     }
     if (req.url === '/admin/users') {

@@ -185,13 +185,15 @@ export function asNpmStart (threadpool) {
   return { nodeArgs: serviceNodeArgs(), env: { ...serviceStartEnv(), UV_THREADPOOL_SIZE: threadpool } }
 }
 
+/** The service's token issuer and audience: JWT_ISSUER and JWT_AUDIENCE, or their default. */
+const tokenParties = (env) => ({ iss: env.JWT_ISSUER ?? 'user-management', aud: env.JWT_AUDIENCE ?? 'user-management' })
+
 /** The service's HS256 access token (typ at+jwt, iss, aud, iat, exp a day later: JWT_EXPIRATION's default) as a fast-jwt signer: the login ceiling's. */
 export function ceilingSigner (env) {
   return createSigner({
     key: env.JWT_SECRET,
     algorithm: 'HS256',
-    iss: env.JWT_ISSUER ?? 'user-management',
-    aud: env.JWT_AUDIENCE ?? 'user-management',
+    ...tokenParties(env),
     expiresIn: 86_400_000,
     header: { typ: 'at+jwt' }
   })
@@ -202,8 +204,8 @@ export function ceilingVerifier (env) {
   return createVerifier({
     key: env.JWT_SECRET,
     algorithms: ['HS256'],
-    allowedIss: env.JWT_ISSUER ?? 'user-management',
-    allowedAud: env.JWT_AUDIENCE ?? 'user-management',
+    allowedIss: tokenParties(env).iss,
+    allowedAud: tokenParties(env).aud,
     checkTyp: 'at+jwt',
     requiredClaims: ['sub', 'role', 'uid', 'iss', 'aud', 'jti', 'iat', 'exp'],
     cache: 1000

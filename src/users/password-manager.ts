@@ -56,6 +56,14 @@ export function argon2Options (cost: Argon2Cost): HashOptions & { type: typeof a
 }
 
 /**
+ * A new stored hash of `password`. The salt is made here, synchronously: argon2's own comes from
+ * the async randomBytes, one more trip through the thread pool for 16 bytes.
+ */
+export function hashWithSalt (options: HashOptions, password: string): Promise<string> {
+  return argon2.hash(password, { ...options, salt: randomBytes(16) })
+}
+
+/**
  * A stored-hash string of the configured cost whose salt and digest are random bytes: verifying
  * any password against it costs one real argon2id run and never matches. Made without hashing,
  * so start-up neither waits for argon2 nor leaves its 19 MB block in the process.
@@ -89,9 +97,7 @@ export function createPasswordManager ({ cost, concurrency, onTiming }: Password
       }
     }))
   }
-  // The salt made here, synchronously: argon2's own comes from the async randomBytes, one more
-  // trip through the thread pool for 16 bytes.
-  const hash = (password: string): Promise<string> => inSlot('hash', () => argon2.hash(password, { ...options, salt: randomBytes(16) }))
+  const hash = (password: string): Promise<string> => inSlot('hash', () => hashWithSalt(options, password))
   const dummyHash = dummyHashOf(cost)
 
   return {

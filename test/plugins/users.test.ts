@@ -1,17 +1,23 @@
 import Fastify from 'fastify'
 import fp from 'fastify-plugin'
-import t from 'tap'
-import usersPlugin from '../../src/plugins/users.js'
+import t, { type Test } from 'tap'
+import usersPlugin, { type UsersPluginOptions } from '../../src/plugins/users.js'
+import type { Database } from '../../src/db/database.js'
 import { createTestDatabase, testConfig } from '../helper.js'
 
-// The plugin alone, on a bare instance with a stand-in for the db plugin it depends on.
+/** The plugin alone, on a bare instance with a stand-in for the db plugin it depends on; not yet ready. */
+async function withUsersPlugin (t: Test, database: Database, options: UsersPluginOptions) {
+  const app = Fastify()
+  t.teardown(() => app.close())
+  await app.register(fp(async (app) => { app.decorate('database', database) }, { name: 'db' }))
+  await app.register(usersPlugin, options)
+  return app
+}
+
 for (const seed of [true, false]) {
   t.test(`the repository and the password manager over the app's database; seed ${seed}`, async (t) => {
     const { database } = await createTestDatabase(t, 'pglite')
-    const app = Fastify()
-    await app.register(fp(async (app) => { app.decorate('database', database) }, { name: 'db' }))
-    await app.register(usersPlugin, { config: testConfig(), seed })
-    t.teardown(() => app.close())
+    const app = await withUsersPlugin(t, database, { config: testConfig(), seed })
     await app.ready()
     const admin = await app.usersRepository.findByEmail('ADMIN@example.com')
     if (!seed) return t.equal(admin, undefined, 'nothing seeded')
@@ -23,13 +29,10 @@ for (const seed of [true, false]) {
 
 t.test('the development accounts are hashed while the later plugins register, and are in before the app is ready', async (t) => {
   const { database } = await createTestDatabase(t, 'pglite')
-  const app = Fastify()
-  await app.register(fp(async (app) => { app.decorate('database', database) }, { name: 'db' }))
   // A cost that keeps both hashes busy well past the next plugin's registration.
-  await app.register(usersPlugin, { config: testConfig({ ARGON2_MEMORY_KIB: '19456', ARGON2_ITERATIONS: '20' }), seed: true })
+  const app = await withUsersPlugin(t, database, { config: testConfig({ ARGON2_MEMORY_KIB: '19456', ARGON2_ITERATIONS: '20' }), seed: true })
   let duringRegistration: unknown = 'not asked'
   await app.register(async (app) => { duringRegistration = await app.usersRepository.findByEmail('user@example.com') })
-  t.teardown(() => app.close())
   await app.ready()
   t.equal(duringRegistration, undefined, 'not yet in while the next plugin registered')
   const user = await app.usersRepository.findByEmail('user@example.com')
@@ -39,8 +42,6 @@ t.test('the development accounts are hashed while the later plugins register, an
 t.test('a development seed that fails makes the app fail to get ready', async (t) => {
   const { database } = await createTestDatabase(t, 'pglite')
   await database.close()
-  const app = Fastify()
-  await app.register(fp(async (app) => { app.decorate('database', database) }, { name: 'db' }))
-  await app.register(usersPlugin, { config: testConfig(), seed: true })
+  const app = await withUsersPlugin(t, database, { config: testConfig(), seed: true })
   await t.rejects(async () => { await app.ready() }, { message: /^Failed query: insert into "users"/, cause: { message: 'PGlite is closed' } }, 'the insert on a closed database fails the start')
 })
