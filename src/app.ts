@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto'
+import { METHODS } from 'node:http'
 import Fastify, { LogController, type FastifyServerOptions } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import sensible from '@fastify/sensible'
@@ -83,6 +84,10 @@ export async function buildApp (config: Config, deps: AppDependencies = {}) {
 
   // SPEC.md's own-info request is a JSON body on a GET: Fastify must parse it.
   app.addHttpMethod('GET', { hasBody: true, overrideExisting: true })
+  // Fastify routes only the methods it knows: any other that Node parses (WebDAV's PROPFIND…) would
+  // miss the /auth/* catch-all and meet the root 404's token check (CONTRACT §5). Known to Fastify
+  // and bodyless, it reaches the catch-alls like the others; no route of ours answers it.
+  for (const method of METHODS) if (method !== 'CONNECT' && !app.supportedMethods.includes(method)) app.addHttpMethod(method)
   // Every body is JSON; Fastify's built-in text/plain parser would let other types through (415).
   app.removeContentTypeParser('text/plain')
   // Strict UTF-8, and an empty body is an absent one.
@@ -90,6 +95,9 @@ export async function buildApp (config: Config, deps: AppDependencies = {}) {
 
   // Ecosystem plugins.
   await app.register(sensible)
+  // Error shapes before any plugin that adds routes (@fastify/cors's OPTIONS one): a route keeps the
+  // error handler set when it was added.
+  await app.register(errorHandlerPlugin)
   // Bodies and answers referenced by $id from the routes: named components in the OpenAPI document.
   for (const schema of sharedSchemas) app.addSchema(schema)
   // No CORS headers unless origins are listed (CONTRACT §4), except that in development "Try it
@@ -106,7 +114,7 @@ export async function buildApp (config: Config, deps: AppDependencies = {}) {
   }
   await app.register(swagger, openApiOptions(config))
 
-  // Our plugins: database, users, tokens, error shapes, then the abuse limits of CONTRACT §9.
+  // Our plugins: database, users, tokens, then the abuse limits of CONTRACT §9.
   const seed = deps.seed ?? (!deps.database && config.profile === 'development')
   // First of ours: the 10 s backstop, whose onRequest hook must run before any hook that may
   // wait (the account look-up of auth), or a request stuck there would never reach it.
@@ -118,7 +126,6 @@ export async function buildApp (config: Config, deps: AppDependencies = {}) {
   await app.register(httpEdgesPlugin)
   await app.register(usersPlugin, { config, seed, onHashTiming: deps.onHashTiming })
   await app.register(authPlugin, { jwt: config.jwt })
-  await app.register(errorHandlerPlugin)
   await app.register(limitsRedisPlugin, { config, keyPrefix: deps.limitsKeyPrefix })
   await app.register(signupLimitPlugin, { config })
   await app.register(loginLimitPlugin, { config })

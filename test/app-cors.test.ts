@@ -1,5 +1,5 @@
 import t from 'tap'
-import { build, seedAccounts } from './helper.js'
+import { build, login, seedAccounts } from './helper.js'
 
 const { user } = seedAccounts
 const ORIGIN = 'https://app.example.com'
@@ -34,6 +34,16 @@ t.test('with CORS_ORIGINS only the listed origins are allowed, preflight include
   t.equal(preflight.statusCode, 204)
   t.equal(preflight.body, '')
   t.equal(preflight.headers['access-control-allow-origin'], 'https://admin.example.com')
+
+  // @fastify/cors answers OPTIONS on every path with a route of its own: a plain OPTIONS (not a
+  // preflight) meets the token check and the 404 there, and still gets the contract's bodies.
+  const anonymous = await app.inject({ method: 'OPTIONS', url: '/users/me' })
+  t.equal(anonymous.statusCode, 401)
+  t.strictSame(anonymous.json(), { statusCode: 401, error: 'Unauthorized', message: 'Token ausente' })
+  const token = await login(app, user.email, user.password)
+  const known = await app.inject({ method: 'OPTIONS', url: '/users/me', headers: { authorization: `Bearer ${token}` } })
+  t.equal(known.statusCode, 404)
+  t.strictSame(known.json(), { statusCode: 404, error: 'Not Found', message: 'Recurso no encontrado' })
 })
 
 t.test('in development the docs page\'s origin is allowed, and no other gets any CORS header', async (t) => {

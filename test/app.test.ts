@@ -1,3 +1,4 @@
+import { METHODS } from 'node:http'
 import t from 'tap'
 import { build, login, seedAccounts, testDatabases } from './helper.js'
 
@@ -50,5 +51,19 @@ for (const kind of testDatabases()) {
     const wrongMethod = await app.inject({ method: 'GET', url: '/auth/login' })
     t.equal(wrongMethod.statusCode, 404)
     t.strictSame(wrongMethod.json(), { statusCode: 404, error: 'Not Found', message: 'Recurso no encontrado' })
+  })
+
+  t.test(`under /auth/ every method Node parses gets 404 without a token, WebDAV's included, on ${kind}`, async (t) => {
+    const app = await build(t, kind)
+    // CONNECT never reaches a route (plugins/http-edges.ts); HEAD's answer has no body to compare.
+    for (const method of METHODS.filter((name) => name !== 'CONNECT' && name !== 'HEAD')) {
+      // RFC 10008 refuses a QUERY without a body and its content type (400), whatever its path.
+      const response = await app.inject({ method: method as 'GET', url: '/auth/login', ...(method === 'QUERY' ? { payload: {} } : {}) })
+      t.equal(response.statusCode, method === 'POST' ? 400 : 404, method)
+      if (method !== 'POST') t.strictSame(response.json(), notFound, `${method}: body`)
+      const elsewhere = await app.inject({ method: method as 'GET', url: '/nowhere' })
+      t.equal(elsewhere.statusCode, 401, `${method} elsewhere`)
+      t.strictSame(elsewhere.json(), { statusCode: 401, error: 'Unauthorized', message: 'Token ausente' }, `${method} elsewhere: body`)
+    }
   })
 }
