@@ -82,7 +82,7 @@ try {
   if (management) await management.listen({ port: config.management.port!, host: config.management.host })
   logSecurityEvent(app.log, 'sys_startup', { profile: config.profile, port: config.port, managementPort: config.management.port, database: app.database.driver })
 } catch (error) {
-  app.log.fatal({ err: error }, 'cannot listen')
-  process.stderr.write(`Cannot listen: ${(error as Error).message}\n`)
+  // One line, as every failed start (CONTRACT §7): the address taken or refused says enough.
+  process.stderr.write(`Cannot listen: ${describeFailure(error)}\n`)
   process.exit(1)
 }

@@ -1,3 +1,4 @@
+import { createServer, type AddressInfo } from 'node:net'
 import t from 'tap'
 import { build, createPostgresDatabase, seedAccounts } from './helper.js'
 import { MODULE_LOG, TEST_SECRET, freePort, http, loadedModules, portIsFree, spawnServer, waitFor, waitReady } from './server-process.js'
@@ -57,7 +58,8 @@ t.test('each bad configuration stops the process with exit 1 and one line naming
     ['PORT=abc', { PORT: 'abc' }, 'PORT'],
     ['production without DATABASE_URL', { APP_PROFILE: 'production', JWT_SECRET: TEST_SECRET }, 'DATABASE_URL'],
     ['production with a short JWT_SECRET', { ...production, JWT_SECRET: 'short-secret' }, 'JWT_SECRET'],
-    ['TRUST_PROXY=0.0.0.0/0', { TRUST_PROXY: '0.0.0.0/0' }, 'TRUST_PROXY']
+    ['TRUST_PROXY=0.0.0.0/0', { TRUST_PROXY: '0.0.0.0/0' }, 'TRUST_PROXY'],
+    ['a malformed percent-encoding in DATABASE_URL', { DATABASE_URL: 'postgres://bob:S3cret%ZZ@127.0.0.1:1/none' }, 'DATABASE_URL']
   ]
   // The processes exit before opening anything, so several run at once; four at a time
   // keeps a two-core machine responsive for the other test files.
@@ -75,6 +77,17 @@ t.test('each bad configuration stops the process with exit 1 and one line naming
     t.notMatch(server.stderr(), /\n\s+at /, `${name}: no stack trace`)
     t.equal(server.stdout(), '', `${name}: nothing else printed`)
   }
+})
+
+t.test('a port already taken stops the start with exit 1, one line naming the cause, and no stack trace', async (t) => {
+  const taken = createServer()
+  await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => { taken.close() })
+  const { port } = taken.address() as AddressInfo
+  const server = spawnServer(t, { PORT: String(port), MANAGEMENT_PORT: 'off', ARGON2_MEMORY_KIB: '1024', ARGON2_ITERATIONS: '1' })
+  t.strictSame(await server.exited, { code: 1, signal: null })
+  t.strictSame(server.stderr().split('\n').filter(Boolean), [`Cannot listen: Error EADDRINUSE: listen EADDRINUSE: address already in use 127.0.0.1:${port}`])
+  t.notMatch(server.stdout(), /\n\s+at /, 'no stack trace in the log either')
 })
 
 t.test('three production instances started at once on one empty PostgreSQL database all serve', { skip: process.env.TEST_DATABASE_URL ? false : 'TEST_DATABASE_URL is not set: PostgreSQL-only test skipped' }, async (t) => {

@@ -30,6 +30,15 @@ const PARAMETERS = ['sslmode', 'sslrootcert', 'sslcert', 'sslkey', 'target_sessi
 /** A URL this service cannot use as written; the message says why, in one line. */
 export class DatabaseUrlError extends Error {}
 
+/** A percent-decoded part of the URL; a malformed escape is named, never thrown as a bare URIError. */
+export function decodedUrlPart (text: string, what: string): string {
+  try {
+    return decodeURIComponent(text)
+  } catch {
+    throw new DatabaseUrlError(`has a malformed percent-encoding in ${what}`)
+  }
+}
+
 /** `h1:5432,[::1]:5433,h3` into hosts and ports (libpq's default port 5432). */
 function parseHosts (authority: string): DatabaseHost[] {
   if (authority === '') return [{ host: 'localhost', port: 5432 }]
@@ -37,7 +46,7 @@ function parseHosts (authority: string): DatabaseHost[] {
     const match = /^(\[[^\]]+\]|[^:[\]]*)(?::(\d{1,5}))?$/.exec(entry)
     const port = Number(match?.[2] ?? 5432)
     if (!match || port < 1 || port > 65535) throw new DatabaseUrlError(`host "${entry}" is not host[:port] with a port from 1 to 65535`)
-    const host = decodeURIComponent(match[1].replace(/^\[|\]$/g, '')) || 'localhost'
+    const host = decodedUrlPart(match[1].replace(/^\[|\]$/g, ''), `host "${entry}"`) || 'localhost'
     return { host, port }
   })
 }
@@ -52,7 +61,7 @@ export function parseDatabaseUrl (url: string): DatabaseTarget {
   const match = /^postgres(?:ql)?:\/\/(?:([^@/?#]*)@)?([^/?#]*)(?:\/([^?#]*))?(?:\?([^#]*))?$/.exec(url)
   if (!match) throw new DatabaseUrlError('must be postgres://user:password@host:port/database, libpq\'s form')
   const [, userInfo = '', authority, path = '', query = ''] = match
-  const [user = '', password = ''] = userInfo.split(':').map((part) => decodeURIComponent(part))
+  const [user = '', password = ''] = userInfo.split(':').map((part) => decodedUrlPart(part, 'its user or password'))
   const params = new URLSearchParams(query)
   for (const name of params.keys()) {
     if (!PARAMETERS.includes(name)) throw new DatabaseUrlError(`parameter "${name}" is not supported (supported: ${PARAMETERS.join(', ')})`)
@@ -72,7 +81,7 @@ export function parseDatabaseUrl (url: string): DatabaseTarget {
   if (host && effectiveMode !== 'disable' && effectiveMode !== 'prefer' && effectiveMode !== 'allow') throw new DatabaseUrlError(`host "${host.host}" is a socket folder, where TLS does not apply: sslmode=${sslMode}`)
   return {
     hosts,
-    database: decodeURIComponent(path),
+    database: decodedUrlPart(path, 'its database name'),
     user,
     password,
     sslMode: effectiveMode,

@@ -1,7 +1,7 @@
 import { availableParallelism } from 'node:os'
 import { Value } from '@sinclair/typebox/value'
 import { ConfigError } from './config-error.js'
-import { DatabaseUrlError, parseDatabaseUrl } from './database-url.js'
+import { DatabaseUrlError, decodedUrlPart, parseDatabaseUrl } from './database-url.js'
 import { checkProductionTrustProxy, parseTrustProxy } from './trust-proxy.js'
 import { EnvSchema, integerRule, takesInteger, type Env } from './env.js'
 import { checkSecret, tokenKeys, type TokenKeys } from './jwt.js'
@@ -59,7 +59,7 @@ export function loadConfig (source: Record<string, string | undefined>): Config 
     const variable = error.path.slice(1)
     const schema = (EnvSchema.properties as Record<string, { description?: string, minimum?: number }>)[variable]
     const rule = schema?.description ?? (schema?.minimum !== undefined ? integerRule(schema) : 'is invalid')
-    throw new ConfigError(variable, `${rule} (got ${JSON.stringify(String(raw[variable])).slice(0, 80)})`)
+    throw new ConfigError(variable, `${rule} (got ${JSON.stringify(withoutPassword(String(raw[variable]))).slice(0, 80)})`)
   }
   const env = values as Env
   const profile: Profile = env.APP_PROFILE ?? 'development'
@@ -92,7 +92,7 @@ export function loadConfig (source: Record<string, string | undefined>): Config 
     },
     hashConcurrency: env.HASH_CONCURRENCY ?? availableParallelism(),
     dbPoolMax: env.DB_POOL_MAX ?? 10,
-    redisUrl: env.REDIS_URL,
+    redisUrl: checkedRedisUrl(env.REDIS_URL),
     rateLimits: (env.RATE_LIMITS ?? 'on') === 'on',
     corsOrigins: env.CORS_ORIGINS ? env.CORS_ORIGINS.split(',').map((o) => o.trim()) : [],
     publicUrl: env.PUBLIC_URL,
@@ -117,6 +117,34 @@ function checkedDatabaseUrl (variable: string, url: string | undefined): string 
     throw error
   }
   return url
+}
+
+/**
+ * A URL ioredis can read, or a ConfigError: ioredis parses it with WHATWG's URL and decodes its
+ * user and password, and either failure would stop the start with a bare URIError or TypeError.
+ */
+function checkedRedisUrl (url: string | undefined): string | undefined {
+  if (url === undefined) return undefined
+  let parsed: URL
+  try {
+    parsed = new URL(url)
+  } catch {
+    throw new ConfigError('REDIS_URL', 'is not a URL that can be parsed')
+  }
+  try {
+    decodedUrlPart(parsed.username, 'its user or password')
+    decodedUrlPart(parsed.password, 'its user or password')
+  } catch (error) {
+    if (error instanceof DatabaseUrlError) throw new ConfigError('REDIS_URL', error.message)
+    throw error
+  }
+  return url
+}
+
+/** A value as a refusal may quote it: a URL's password (up to its last `@`) never is. */
+function withoutPassword (value: string): string {
+  return value.replace(/^([a-z][a-z0-9+.-]*:\/\/)(.*)@/i, (_, scheme: string, userInfo: string) =>
+    `${scheme}${userInfo.includes(':') ? `${userInfo.slice(0, userInfo.indexOf(':'))}:***` : userInfo}@`)
 }
 
 function checkProduction (config: Config, env: Env): void {
