@@ -5,6 +5,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { httpError } from './error-bodies.js'
 import { messages } from './messages.js'
 import { UNMATCHED_ROUTE } from '../telemetry/metrics.js'
+import { unmatchedPath } from '../telemetry/logger.js'
 
 /*
  * Answers for requests that never reach a route handler: what Node's HTTP parser refuses, and
@@ -44,8 +45,12 @@ export function refuse (app: FastifyInstance, socket: Socket, statusCode: number
     ].join('\r\n'))
   }
   socket.destroy()
-  app.log.info({ reqId, statusCode, code }, 'request refused by the HTTP parser')
-  // No method or route was parsed, and no start time is known: the count is what matters.
+  // A request whose headers came (a body too slow) is named by its method and path, as its own
+  // line would have named it; before the headers, nothing of it is known.
+  const started = inFlight?.req
+  const named = started === undefined ? {} : { method: started.method, route: unmatchedPath(started.url ?? '/') }
+  app.log.info({ reqId, ...named, statusCode, code }, 'request refused by the HTTP parser')
+  // Counted apart from the routes' answers: often no method was parsed, and no start time is known.
   app.metrics.observeRequest('<unparsed>', UNMATCHED_ROUTE, statusCode, 0)
 }
 

@@ -71,16 +71,25 @@ export function loggerOptions (config: Config): FastifyServerOptions['logger'] {
 }
 
 /**
+ * An unmatched request's path as its log line shows it: without the query string, and without
+ * any segment that may hold an e-mail (an `@`, written or percent-encoded), which the request did
+ * not prove (CONTRACT §7).
+ */
+export function unmatchedPath (url: string): string {
+  return url.split('?')[0].slice(0, 256).split('/').map((segment) => /@|%40/i.test(segment) ? '[redacted]' : segment).join('/')
+}
+
+/**
  * The one log line of each request (Fastify's own two lines are turned off with
  * `disableRequestLogging`). The route is the pattern, so ids and e-mails in paths stay out of
- * the log; an unmatched request shows its path without the query string. Its fields are fixed
- * and none can hold a secret, so it is written by a child of the app's logger without the
- * redaction every other line goes through: pino runs each field through the wildcard paths'
- * redactor (`*.password`), work that buys nothing here and weighs on every request.
+ * the log; an unmatched request shows its path without the query string or an e-mail. Its
+ * fields are fixed and none can hold a secret, so it is written by a child of the app's logger
+ * without the redaction every other line goes through: pino runs each field through the wildcard
+ * paths' redactor (`*.password`), work that buys nothing here and weighs on every request.
  */
 export function requestLogHook (log: FastifyBaseLogger, traceFields?: (request: FastifyRequest) => { trace_id: string, span_id: string } | undefined) {
   const lines = log.child({}, { redact: [] })
-  const routeOf = (request: FastifyRequest) => request.routeOptions.url ?? request.url.split('?')[0].slice(0, 256)
+  const routeOf = (request: FastifyRequest) => request.routeOptions.url ?? unmatchedPath(request.url)
   const elapsedMs = (reply: FastifyReply) => Math.round(reply.elapsedTime * 100) / 100
   const line = (request: FastifyRequest, reply: FastifyReply) => ({
     reqId: request.id, method: request.method, route: routeOf(request), statusCode: reply.statusCode, responseTime: elapsedMs(reply)

@@ -131,7 +131,7 @@ t.test('Expect: 100-continue is answered only once the token and the route are k
 })
 
 t.test('slow clients get 408 within a second of the header (5 s) and request (10 s) timeouts', async (t) => {
-  const { connect } = await listening(t)
+  const { connect, log } = await listening(t)
   const expected = { statusCode: 408, error: 'Request Timeout', message: 'La petición tardó demasiado en llegar' }
 
   // Node checks the deadlines every half second: an answer comes within 0.5 s of each, plus the scheduler's noise.
@@ -156,6 +156,11 @@ t.test('slow clients get 408 within a second of the header (5 s) and request (10
     t.strictSame(JSON.parse(responses[0].body), expected, `slow ${what}: the contract's body`)
     assertContractHeaders(t, responses[0])
     t.equal(responses[0].headers.connection, 'close', `slow ${what}: connection close`)
+    // Once the headers came, the log line names the request's method and path too (CONTRACT §7).
+    const [line] = log.lines.filter((l) => l.reqId === responses[0].headers['x-request-id'])
+    const named = what === 'body' ? { method: 'POST', route: '/auth/signup' } : {}
+    t.strictSame({ msg: line?.msg, method: line?.method, route: line?.route, statusCode: line?.statusCode },
+      { msg: 'request refused by the HTTP parser', method: undefined, route: undefined, ...named, statusCode: 408 }, `slow ${what}: its log line`)
   }))
 })
 

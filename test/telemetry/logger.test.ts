@@ -223,6 +223,17 @@ for (const kind of testDatabases()) {
       t.match(line, { method: 'GET', route: '/no/such/path', statusCode: 401 })
       t.notMatch(log.raw.join('\n'), 'abc123secret')
     })
+
+    t.test('an unmatched path\'s segments that may hold an e-mail are logged redacted (CONTRACT §7)', async (t) => {
+      for (const [url, logged] of [['/zz/bob@example.com', '/zz/[redacted]'], ['/users/me/carol%40example.com/x', '/users/me/[redacted]/x'], ['/a%2F@b/c', '/[redacted]/c']]) {
+        const response = await app.inject({ url, headers: { 'x-request-id': 'unmatched-2' } })
+        t.equal(response.statusCode, 401)
+        t.strictSame(response.json(), { statusCode: 401, error: 'Unauthorized', message: 'Token ausente' })
+        const lines = linesOf('unmatched-2').filter((l) => l.msg === 'request completed')
+        t.match(lines.at(-1), { method: 'GET', route: logged, statusCode: 401 }, url)
+      }
+      t.notMatch(log.raw.join('\n'), /example\.com/)
+    })
   })
 }
 
