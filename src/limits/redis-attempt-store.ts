@@ -61,7 +61,17 @@ export function createRedisStore (redis: Redis): AttemptStore {
     async take (counters, windowMs) {
       const keys = counters.flatMap(({ key }) => [key, key + IN_FLIGHT])
       const id = randomUUID()
-      const [status, index, wait, ...limiting] = await inRedisSpan('login_take', () => commands.loginTake(keys.length, ...keys, windowMs, IN_FLIGHT_MS, id, ...counters.map((c) => c.max)))
+      let answer: number[]
+      try {
+        answer = await inRedisSpan('login_take', () => commands.loginTake(keys.length, ...keys, windowMs, IN_FLIGHT_MS, id, ...counters.map((c) => c.max)))
+      } catch (error) {
+        // A command that timed out may still run, once a stalled Redis reads its socket again,
+        // and hold its pair for IN_FLIGHT_MS after the login was answered from this instance's
+        // counters. Its end, without an outcome, follows it on the same connection: right after.
+        commands.loginFinish(keys.length, ...keys, windowMs, 'abandoned' satisfies Outcome, id).catch(() => {})
+        throw error
+      }
+      const [status, index, wait, ...limiting] = answer
       const refusing = limiting.map((i) => i - 1)
       if (status === 1) return { status: 'locked', index: index - 1, retryAfterMs: wait, limiting: refusing }
       if (status === 2) return { status: 'busy', limiting: refusing }

@@ -93,6 +93,22 @@ for (const kind of testDatabases()) {
       assertTooMany(t, await login(second, user.password, '203.0.113.40'), 'still locked once Redis answers again')
     })
 
+    t.test('logins answered while Redis was paused do not hold their pair once it runs their commands late', async (t) => {
+      const redis = await startOwnRedis(t)
+      const { apps: [app] } = await instances(t, kind, 1, redis.url)
+      const assertLoggedIn = (response: Answer, what: string) => {
+        t.equal(response.statusCode, 200, what)
+        t.strictSame(Object.keys(response.json()).sort(), ['email', 'id', 'token', 'username'], `${what}: body`)
+      }
+      redis.pause()
+      // Each attempt's command waits in the socket and runs when Redis resumes, long after the
+      // login fell back to this instance's counters and was answered.
+      for (let i = 1; i <= 10; i++) assertLoggedIn(await timed(t, `paused, login ${i}`, () => login(app, user.password, '203.0.113.50')), `paused, login ${i}`)
+      redis.resume()
+      await sleep(200)
+      assertLoggedIn(await login(app, user.password, '203.0.113.50'), 'once Redis answers again, not 503 for attempts long answered')
+    })
+
     t.test('on a Redis Cluster node, the keys of one decision share a slot: the script runs, and counts are shared', async (t) => {
       const redis = await startOwnRedis(t, ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf'])
       const admin = redis.client()
