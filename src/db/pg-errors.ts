@@ -42,14 +42,16 @@ const UNAVAILABLE_NODE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT
 
 /**
  * True when the database, not the request, is at fault: it cannot be reached, is shutting
- * down, or a statement ran past statement_timeout. Such requests answer 503.
+ * down, is not migrated yet, or a statement ran past statement_timeout. Such requests answer 503.
  */
 export function databaseUnavailable (error: unknown): boolean {
   const sqlState = pgFields(error)?.code
   if (typeof sqlState === 'string') {
     // 08: connection exception; 25006: read-only transaction (a standby, a demoted primary); 57P0x:
-    // admin/crash shutdown, cannot connect now; 57014: canceled (timeout); 53: insufficient resources.
-    return sqlState.startsWith('08') || sqlState === '25006' || sqlState.startsWith('57P') || sqlState === '57014' || sqlState.startsWith('53')
+    // admin/crash shutdown, cannot connect now; 57014: canceled (timeout); 53: insufficient resources;
+    // 42P01, 42703: no such table or column, a schema behind the code (MIGRATIONS=off before migrate).
+    return sqlState.startsWith('08') || sqlState === '25006' || sqlState.startsWith('57P') || sqlState === '57014' || sqlState.startsWith('53') ||
+      sqlState === '42P01' || sqlState === '42703'
   }
   for (const { code } of causes(error)) if (typeof code === 'string' && UNAVAILABLE_NODE_CODES.has(code)) return true
   return false
