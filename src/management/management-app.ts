@@ -3,6 +3,8 @@ import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import type { App } from '../app.js'
 import { migrationJournal } from '../db/migrate.js'
+import { httpError } from '../http/error-bodies.js'
+import { messages } from '../http/messages.js'
 
 export interface ManagementOptions {
   /** The API instance: its listener, database, metrics and route schemas. */
@@ -49,6 +51,11 @@ export async function buildManagementApp ({ api, isShuttingDown, logger }: Manag
         return request
       }
     }
+  })
+
+  // Fastify's own 404 quotes the request's path; this one, like the API's, quotes nothing of it.
+  app.setNotFoundHandler((_request, reply) => {
+    reply.code(404).header('x-content-type-options', 'nosniff').send(httpError(404, messages.notFound))
   })
 
   // Liveness never touches the database: a database outage must not get the process restarted.

@@ -43,7 +43,7 @@ export function openApiOptions (config: Config): FastifyDynamicSwaggerOptions {
         title: 'User management service',
         version: '1.0.0',
         contact: { name: 'User management service maintainers' },
-        description: 'Sign-up, JWT login, the caller\'s own record and the admin listing. Bodies are JSON of at most 16 KiB; user-facing messages are Spanish. Every unlisted path needs a bearer token (401 without one, 404 with one).'
+        description: 'Sign-up, JWT login, the caller\'s own record and the admin listing. Bodies are JSON of at most 16 KiB; user-facing messages are Spanish. Every unlisted path needs a bearer token (401 without one, 404 with one), except under `/auth/`, where it is 404 without one too.'
       },
       servers: [{ url: apiUrl(config), description: 'The API listener' }],
       tags: [

@@ -32,7 +32,7 @@ export const SignupResponse = Type.Object({ id: Id, username: StoredUsername, em
 })
 export const LoginResponse = Type.Object({
   id: Id,
-  token: Type.String({ description: 'The bearer token: an HS256 JWT carrying the username (`sub`), role and user id (`uid`).' }),
+  token: Type.String({ description: 'The bearer token: a JWT (HS256 unless `JWT_ALGORITHM` says EdDSA or ES256) carrying the username (`sub`), role and user id (`uid`).' }),
   username: StoredUsername,
   email: StoredEmail
 }, { ...answer, $id: 'LoginResponse', description: 'The account and its bearer token.' })

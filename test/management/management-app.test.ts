@@ -145,11 +145,14 @@ for (const kind of testDatabases()) {
       t.strictSame(json.json(), (await management.inject('/openapi.json')).json())
     })
 
-    t.test('the management port has no API routes and needs no token', async (t) => {
+    t.test('the management port has no API routes and needs no token; its 404 echoes nothing of the request', async (t) => {
       const { management } = shared
-      const response = await management.inject('/users/me')
-      t.equal(response.statusCode, 404)
-      t.strictSame(response.json(), { message: 'Route GET:/users/me not found', error: 'Not Found', statusCode: 404 })
+      for (const url of ['/users/me', '/%3Cimg%20src=x%20onerror=alert(1)%3E']) {
+        const response = await management.inject(url)
+        t.equal(response.statusCode, 404, url)
+        t.strictSame(response.json(), { statusCode: 404, error: 'Not Found', message: 'Recurso no encontrado' }, url)
+        t.strictSame([response.headers['content-type'], response.headers['x-content-type-options']], ['application/json; charset=utf-8', 'nosniff'], url)
+      }
     })
   })
 

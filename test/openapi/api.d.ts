@@ -165,7 +165,7 @@ export interface components {
         LoginResponse: {
             /** @example 42 */
             id: number;
-            /** @description The bearer token: an HS256 JWT carrying the username (`sub`), role and user id (`uid`). */
+            /** @description The bearer token: a JWT (HS256 unless `JWT_ALGORITHM` says EdDSA or ES256) carrying the username (`sub`), role and user id (`uid`). */
             token: string;
             /** @example ana */
             username: string;
