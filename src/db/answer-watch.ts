@@ -64,12 +64,25 @@ export function createAnswerWatch ({ answerDeadlineMs, now = Date.now }: AnswerW
     return destroyed
   }
 
+  /** Destroys the sockets that have awaited and heard nothing since `before`; returns how many. */
+  function closeIdleSince (before: number): number {
+    let closed = 0
+    for (const state of sockets.values()) {
+      if (state.awaitingSince === null && state.lastRead < before) {
+        state.socket.destroy()
+        closed++
+      }
+    }
+    return closed
+  }
+
   const timer = Number.isFinite(answerDeadlineMs) ? setInterval(sweep, Math.min(250, answerDeadlineMs / 4)) : undefined
   timer?.unref()
 
   return {
     watch,
     sweep,
+    closeIdleSince,
     /** The socket that received data last; forgotten by the watch from now on. */
     takeLastAnswered: (): Socket | undefined => {
       const socket = lastAnswered

@@ -5,14 +5,18 @@ import { negotiateTls, tlsSettings } from './tls.js'
 import { closeAtOnce } from './postgres-internals.js'
 import { createAnswerWatch } from './answer-watch.js'
 
-/** A host that failed or refused writes is tried after the others for this long. */
+/**
+ * A host that failed or closed a new connection at once is tried after the others for this
+ * long, and so is, behind the free ones but ahead of those, a host that refused a write.
+ */
 const AVOID_MS = 5000
 /**
  * A connection closed this soon after it opened was refused by its server or by postgres.js
- * (a standby where a primary is wanted): its host waits a little, so that a pool looking for a
- * primary during a fail-over retries a few times a second instead of spinning.
+ * (a standby where a primary is wanted): its host is avoided as one that failed, so a primary
+ * that refused a write (read-only for a while) is still tried before a standby refused since.
  */
 const SHORT_LIVED_MS = 1000
+/** Longest wait before trying again when every host is avoided: a few tries a second, not a spin. */
 const PAUSE_MS = 250
 
 export interface ConnectorOptions {
@@ -43,6 +47,7 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
   const answers = createAnswerWatch({ answerDeadlineMs, now })
   const hostOf = new WeakMap<Socket, number>()
   const avoidUntil = target.hosts.map(() => 0)
+  const refusedWriteAt = target.hosts.map(() => -Infinity)
   let cursor = 0
 
   /** One host: TCP, then what `sslmode` asks for (src/db/tls.ts), within the connect timeout. */
@@ -63,12 +68,23 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
     })
   }
 
-  /** Every host once, from the next in turn; those that just failed last. */
+  /**
+   * Every host once, from the next in turn: the free ones first; then those that just refused a
+   * write (a new primary elsewhere is found first, yet a primary read-only for a while still
+   * comes before a standby refused since, and keeps serving reads); then the avoided ones, the
+   * soonest free first.
+   */
   function attemptOrder (): number[] {
     const at = now()
     const turn = target.hosts.map((_host, i) => (cursor + i) % target.hosts.length)
     cursor = (cursor + 1) % target.hosts.length
-    return [...turn.filter((i) => avoidUntil[i] <= at), ...turn.filter((i) => avoidUntil[i] > at)]
+    const rank = (i: number): [number, number] => avoidUntil[i] > at ? [2, avoidUntil[i]] : at - refusedWriteAt[i] < AVOID_MS ? [1, refusedWriteAt[i]] : [0, 0]
+    // A stable sort: free hosts keep their turn.
+    return turn.sort((a, b) => {
+      const [rankA, sinceA] = rank(a)
+      const [rankB, sinceB] = rank(b)
+      return rankA - rankB || sinceA - sinceB
+    })
   }
 
   /** Watched for answers; a connection that closes soon after it opened pauses its host. */
@@ -76,7 +92,7 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
     const opened = now()
     hostOf.set(socket, hostIndex)
     socket.once('close', () => {
-      if (now() - opened < SHORT_LIVED_MS) avoidUntil[hostIndex] = Math.max(avoidUntil[hostIndex], now() + PAUSE_MS)
+      if (now() - opened < SHORT_LIVED_MS) avoidUntil[hostIndex] = Math.max(avoidUntil[hostIndex], now() + AVOID_MS)
     })
     // postgres.js listens for errors once it has the socket; until then one must not crash the process.
     socket.on('error', () => {})
@@ -114,16 +130,19 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
   return {
     open,
     /**
-     * Closes the connection whose server answered last, and tries its host after the others
-     * for a while. Called from a query's rejection, which postgres.js settles while handling
-     * that very answer: its reactions run before any other socket's data is handled.
+     * Closes the connection whose server answered last, a server that refused a write, and tries
+     * its host after the free ones for a while (`attemptOrder`). Called from a query's rejection,
+     * which postgres.js settles while handling that very answer: its reactions run before any
+     * other socket's data is handled.
      */
     dropLastAnswered: () => {
       const socket = answers.takeLastAnswered()
       if (!socket) return
-      avoidUntil[hostOf.get(socket) ?? 0] = now() + AVOID_MS
+      refusedWriteAt[hostOf.get(socket) ?? 0] = now()
       closeAtOnce(socket)
     },
+    /** Closes the connections idle since `before`: postgres.js sees them close and opens them anew. */
+    closeIdleSince: answers.closeIdleSince,
     destroyAll: answers.destroyAll,
     stop: answers.stop
   }

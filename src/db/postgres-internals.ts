@@ -8,7 +8,10 @@ import { finished } from 'node:stream/promises'
  * changes any of it):
  * - a query's `state` is null until a connection takes it;
  * - `cancel()` on a query still waiting removes it from the queue and rejects it through
- *   `reject`, which may be replaced first to reject with an error of ours;
+ *   `reject`, which may be replaced first to reject with an error of ours; a connection that
+ *   was opening for that query (its first) keeps it through every host it tries and, once
+ *   connected, skips it and stays out of the pool, idle, until its socket closes
+ *   (src/db/postgres.ts closes such sockets);
  * - COPY … TO STDOUT data is pushed into the query's Readable, one message a push.
  * - with a `socket` factory (a documented option), postgres.js writes the startup message to
  *   the socket it is given at once, and keeps what it has not written yet in a buffer that a

@@ -65,12 +65,19 @@ export async function connectPostgres (options: PostgresOptions): Promise<Databa
   // one still not on a connection is taken out of the queue and fails with
   // UMS_DB_ACQUIRE_TIMEOUT (503). Once sent, statement_timeout bounds it on the server.
   const acquireSweep = setInterval(() => {
-    inFlight.sweep(Date.now() - acquireTimeoutMs, (query) => {
+    const askedBefore = Date.now() - acquireTimeoutMs
+    let failed = 0
+    inFlight.sweep(askedBefore, (query) => {
       if (onConnection(query)) return 'keep'
       acquireTimeouts++
+      failed++
       failWaiting(query, new AcquireTimeoutError(acquireTimeoutMs))
       return 'drop'
     })
+    // A query waited out its acquire timeout while a connection sat idle all along: the pool is
+    // not using that connection (a failed first query, src/db/postgres-internals.ts). Closed, it
+    // goes back to the pool, which opens it anew for the next query.
+    if (failed > 0) connector.closeIdleSince(askedBefore)
   }, ACQUIRE_SWEEP_MS)
   acquireSweep.unref()
 

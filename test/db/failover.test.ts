@@ -37,6 +37,43 @@ t.test('fail-over under four sign-up loops: fast 503s, a 201 within 15 s of the 
   t.strictSame(ready.json(), { status: 'up', database: 'up' })
 })
 
+// postgres.js keeps a new connection's first query through every host it tries, and the acquire
+// timeout fails that query after 1 s; the connection that then reaches the primary once stayed
+// out of the pool for good. A read-only spell long enough for that to reach every connection
+// (a standby listed first, the primary refusing writes) left the instance answering 503 to
+// everything until a restart.
+t.test('a primary read-only for 30 s behind a standby listed first: reads served, writes back within 10 s, no restart', { skip }, async (t) => {
+  const primary = await createPrimary(t)
+  const standby = await createStandby(t, primary, { synchronous: false })
+  const { app } = await productionApp(t, `postgres://postgres@127.0.0.1:${standby.port},127.0.0.1:${primary.port}/postgres`)
+  const account = { username: 'reader', email: 'reader@example.com', password: 'Secreto123' }
+  t.equal((await app.inject({ method: 'POST', url: '/auth/signup', payload: account })).statusCode, 201)
+  const token = (await app.inject({ method: 'POST', url: '/auth/login', payload: { email: account.email, password: account.password } })).json().token
+  const read = () => app.inject({ url: '/users/me', headers: { authorization: `Bearer ${token}` } })
+
+  const loops = signupLoops(app, 'ro')
+  await primary.query('alter system set default_transaction_read_only = on')
+  await primary.query('select pg_reload_conf()')
+  const reads: number[] = []
+  for (const until = Date.now() + 30_000; Date.now() < until; await sleep(300)) reads.push((await read()).statusCode)
+  await primary.query('alter system reset default_transaction_read_only')
+  await primary.query('select pg_reload_conf()')
+  const writable = Date.now()
+  const first = await loops.firstSuccessAfter(writable, 10_000)
+  await sleep(1000)
+  const attempts = await loops.stop()
+
+  const counts = attempts.reduce<Record<number, number>>((c, a) => ({ ...c, [a.status]: (c[a.status] ?? 0) + 1 }), {})
+  const served = reads.filter((status) => status === 200).length
+  t.comment(`${attempts.length} sign-ups ${JSON.stringify(counts)}; first 201 ${first ? first.startedAt - writable : 'never'} ms after the primary took writes; reads during: ${served} of ${reads.length} served`)
+  t.ok(first, 'a sign-up succeeded within 10 s of the primary taking writes again')
+  t.strictSame(loops.strays(), [], 'every answer is 201 or the contract\'s 503 with Retry-After: 1')
+  t.ok(served >= reads.length * 0.9, `reads were served while the primary refused writes (${served} of ${reads.length})`)
+  const after = await read()
+  t.equal(after.statusCode, 200)
+  t.strictSame(after.json(), { id: 1, username: 'reader', email: 'reader@example.com', role: 'ROLE_USER' })
+})
+
 t.test('a standby listed first changes nothing: migrations, sign-ups and reads go to the primary', { skip }, async (t) => {
   const primary = await createPrimary(t)
   const standby = await createStandby(t, primary, { synchronous: false })
