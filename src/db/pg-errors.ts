@@ -38,22 +38,27 @@ export function uniqueViolation (error: unknown): string | undefined {
   return String(fields.constraint_name ?? fields.constraint ?? '')
 }
 
-const UNAVAILABLE_NODE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENOTFOUND', 'CONNECT_TIMEOUT', 'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED', 'UMS_DB_ACQUIRE_TIMEOUT', 'UMS_DB_TIMEOUT'])
+const UNAVAILABLE_NODE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'CONNECT_TIMEOUT', 'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED', 'UMS_DB_ACQUIRE_TIMEOUT', 'UMS_DB_TIMEOUT', 'UMS_DB_TLS_REFUSED'])
+/** OpenSSL's verification failures as Node names them (the certificate, its chain, its dates). */
+const TLS_VERIFY_CODES = /^(ERR_TLS_|UNABLE_TO_|(SELF_SIGNED|DEPTH_ZERO_SELF_SIGNED|CERT)_)/
 
 /**
- * True when the database, not the request, is at fault: it cannot be reached, is shutting
- * down, is not migrated yet, or a statement ran past statement_timeout. Such requests answer 503.
+ * True when the database, not the request, is at fault: it cannot be reached (network, TLS,
+ * login), is shutting down, is not migrated yet, or a statement ran past statement_timeout.
+ * Such requests answer 503.
  */
 export function databaseUnavailable (error: unknown): boolean {
   const sqlState = pgFields(error)?.code
   if (typeof sqlState === 'string') {
     // 08: connection exception; 25006: read-only transaction (a standby, a demoted primary); 57P0x:
     // admin/crash shutdown, cannot connect now; 57014: canceled (timeout); 53: insufficient resources;
-    // 42P01, 42703: no such table or column, a schema behind the code (MIGRATIONS=off before migrate).
+    // 42P01, 42703: no such table or column, a schema behind the code (MIGRATIONS=off before migrate);
+    // 28: the role may not log in; 3D000: the database is gone.
     return sqlState.startsWith('08') || sqlState === '25006' || sqlState.startsWith('57P') || sqlState === '57014' || sqlState.startsWith('53') ||
-      sqlState === '42P01' || sqlState === '42703'
+      sqlState === '42P01' || sqlState === '42703' || sqlState.startsWith('28') || sqlState === '3D000'
   }
-  for (const { code } of causes(error)) if (typeof code === 'string' && UNAVAILABLE_NODE_CODES.has(code)) return true
+  // The network, and TLS to a server whose certificate no longer verifies.
+  for (const { code } of causes(error)) if (typeof code === 'string' && (UNAVAILABLE_NODE_CODES.has(code) || TLS_VERIFY_CODES.test(code))) return true
   return false
 }
 

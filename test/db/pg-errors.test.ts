@@ -4,11 +4,14 @@ import { databaseUnavailable, uniqueViolation } from '../../src/db/pg-errors.js'
 const wrapped = (cause: object) => Object.assign(new Error('Failed query: …'), { cause })
 
 t.test('a lost connection is the database\'s fault, whatever wraps it; a SQLSTATE decides first', async (t) => {
-  for (const code of ['EPIPE', 'ECONNRESET', 'ECONNREFUSED', 'CONNECTION_CLOSED', 'UMS_DB_ACQUIRE_TIMEOUT']) {
+  // A role that may no longer log in, a database gone, a certificate that no longer verifies: the
+  // database is out of reach for every request alike (503), not one request's bug (500).
+  for (const code of ['EPIPE', 'ECONNRESET', 'ECONNREFUSED', 'CONNECTION_CLOSED', 'UMS_DB_ACQUIRE_TIMEOUT', 'ENETUNREACH', 'EAI_AGAIN',
+    'ERR_TLS_CERT_ALTNAME_INVALID', 'UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'SELF_SIGNED_CERT_IN_CHAIN', 'DEPTH_ZERO_SELF_SIGNED_CERT', 'CERT_HAS_EXPIRED', 'UMS_DB_TLS_REFUSED']) {
     t.equal(databaseUnavailable(wrapped(Object.assign(new Error('x'), { code }))), true, code)
   }
   // 42P01, 42703: a schema behind the code, until `migrate` runs (test/db/migrations-off.test.ts).
-  for (const code of ['08006', '57P01', '57014', '53300', '42P01', '42703']) t.equal(databaseUnavailable(wrapped({ code })), true, code)
+  for (const code of ['08006', '57P01', '57014', '53300', '42P01', '42703', '28000', '28P01', '3D000']) t.equal(databaseUnavailable(wrapped({ code })), true, code)
   for (const code of ['23505', '22P02', '42601', '42883']) t.equal(databaseUnavailable(wrapped({ code })), false, code)
   t.equal(databaseUnavailable(new Error('a bug')), false)
 })
