@@ -32,6 +32,15 @@ export class ConnectTimeoutError extends Error {
   readonly code = 'CONNECT_TIMEOUT'
 }
 
+/** No host of the URL took a connection while a client started: the hosts, and the last failure. */
+export class StartTimeoutError extends Error {
+  readonly code = 'UMS_DB_NO_HOST'
+  constructor (message: string) {
+    super(message)
+    this.name = 'StartTimeoutError'
+  }
+}
+
 /**
  * The database sockets, opened by us through postgres.js's documented `socket` factory, which
  * replaces its own connect entirely (src/db/postgres-internals.ts names what we rely on):
@@ -49,6 +58,9 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
   const avoidUntil = target.hosts.map(() => 0)
   const refusedWriteAt = target.hosts.map(() => -Infinity)
   let cursor = 0
+  let lastFailure: Error | undefined
+  /** Told when every host failed in one round of `open`. */
+  const roundWatchers = new Set<(error: Error) => void>()
 
   /** One host: TCP, then what `sslmode` asks for (src/db/tls.ts), within the connect timeout. */
   function connectHost (index: number): Promise<Socket> {
@@ -113,10 +125,11 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
       try {
         return watched(await connectHost(index), index)
       } catch (error) {
-        lastError = error as Error
+        lastError = lastFailure = error as Error
         avoidUntil[index] = now() + AVOID_MS
       }
     }
+    for (const watcher of roundWatchers) watcher(lastError)
     // It fails at postgres.js's first write (the startup message): failing sooner would strand
     // that message in postgres.js's write buffer, to be sent again before the next one.
     const failed = new Socket()
@@ -127,8 +140,37 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
     return failed
   }
 
+  /**
+   * A client's first query at start-up, or a StartTimeoutError once every host failed in one
+   * round, or none took the connection (each a standby) within every host's connect timeout and
+   * a second more: with several hosts, postgres.js retries a first query for good while no host
+   * takes it. A single host's failure reaches the query at once, in postgres.js's words.
+   */
+  async function started<T> (query: PromiseLike<T>): Promise<T> {
+    if (target.hosts.length === 1) return await query
+    const hosts = target.hosts.map(describeHost).join(', ')
+    const ms = Math.max(5000, target.hosts.length * connectTimeoutMs + 1000)
+    let timer: NodeJS.Timeout | undefined
+    let watcher: ((error: Error) => void) | undefined
+    const failed = new Promise<never>((_resolve, reject) => {
+      watcher = (error) => reject(new StartTimeoutError(`no host of ${hosts} took a connection; the last failure: ${error.message}`))
+      roundWatchers.add(watcher)
+      timer = setTimeout(() => {
+        const last = lastFailure === undefined ? '' : `; the last failure: ${lastFailure.message}`
+        reject(new StartTimeoutError(`no host of ${hosts} took a connection within ${ms} ms${last}`))
+      }, ms)
+    })
+    try {
+      return await Promise.race([query, failed])
+    } finally {
+      clearTimeout(timer)
+      roundWatchers.delete(watcher!)
+    }
+  }
+
   return {
     open,
+    started,
     /**
      * Closes the connection whose server answered last, a server that refused a write, and tries
      * its host after the free ones for a while (`attemptOrder`). Called from a query's rejection,

@@ -38,7 +38,11 @@ export async function migratePostgresDatabase (url: string): Promise<string[]> {
   const options = { ...clientOptions(target, connector, { applicationName: 'user-management-migrations' }), max: 1, prepare: false, connect_timeout: 5 }
   const lock = postgres(options)
   const runner = postgres(options)
+  // Seconds the clients get to finish at the end; none when no host took a connection.
+  let endTimeout = 5
   try {
+    // The lock's connection first, so that no host to connect to fails here, bounded, with its cause.
+    await connector.started(lock`select 1`).catch((error: unknown) => { endTimeout = 0; throw error })
     return await lock.begin(async (tx) => {
       await tx`select pg_advisory_xact_lock(${MIGRATION_LOCK_KEY})`
       const before = await appliedCount(runner)
@@ -47,7 +51,7 @@ export async function migratePostgresDatabase (url: string): Promise<string[]> {
     })
   } finally {
     connector.stop()
-    await Promise.all([lock.end({ timeout: 5 }), runner.end({ timeout: 5 })])
+    await Promise.all([lock.end({ timeout: endTimeout }), runner.end({ timeout: endTimeout })])
   }
 }
 
