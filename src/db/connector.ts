@@ -59,6 +59,7 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
   const refusedWriteAt = target.hosts.map(() => -Infinity)
   let cursor = 0
   let lastFailure: Error | undefined
+  let lastFailureAt = -Infinity
   /** Told when every host failed in one round of `open`. */
   const roundWatchers = new Set<(error: Error) => void>()
 
@@ -126,6 +127,7 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
         return watched(await connectHost(index), index)
       } catch (error) {
         lastError = lastFailure = error as Error
+        lastFailureAt = now()
         avoidUntil[index] = now() + AVOID_MS
       }
     }
@@ -171,6 +173,8 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
   return {
     open,
     started,
+    /** The last host's failure to connect, if it came within `ms`: why a query found no connection. */
+    recentFailure: (ms: number): Error | undefined => now() - lastFailureAt <= ms ? lastFailure : undefined,
     /**
      * Closes the connection whose server answered last, a server that refused a write, and tries
      * its host after the free ones for a while (`attemptOrder`). Called from a query's rejection,

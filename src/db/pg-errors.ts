@@ -80,8 +80,9 @@ export function refusedStartupParameter (error: unknown): boolean {
 /** No pooled connection became free, or could be opened, within the acquire timeout. */
 export class AcquireTimeoutError extends Error {
   readonly code = 'UMS_DB_ACQUIRE_TIMEOUT'
-  constructor (ms: number) {
-    super(`no database connection within ${ms} ms`)
+  /** `cause`: why no connection could be opened meanwhile, when a host said so (the log shows it). */
+  constructor (ms: number, cause?: Error) {
+    super(`no database connection within ${ms} ms`, cause === undefined ? undefined : { cause })
     this.name = 'AcquireTimeoutError'
   }
 }

@@ -71,7 +71,7 @@ export async function connectPostgres (options: PostgresOptions): Promise<Databa
       if (onConnection(query)) return 'keep'
       acquireTimeouts++
       failed++
-      failWaiting(query, new AcquireTimeoutError(acquireTimeoutMs))
+      failWaiting(query, new AcquireTimeoutError(acquireTimeoutMs, connector.recentFailure(acquireTimeoutMs)))
       return 'drop'
     })
     // A query waited out its acquire timeout while a connection sat idle all along: the pool is

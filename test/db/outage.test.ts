@@ -6,7 +6,7 @@ import { loadConfig } from '../../src/config/index.js'
 import { buildManagementApp } from '../../src/management/management-app.js'
 import { loggerOptions } from '../../src/telemetry/logger.js'
 import { assertSignedUp, captureLog, createPostgresDatabase } from '../helper.js'
-import { TEST_SECRET, http } from '../server-process.js'
+import { TEST_SECRET, freePort, http } from '../server-process.js'
 import { createTcpProxy } from '../support/tcp-proxy.js'
 
 // Real processes start slowly on a busy two-core machine: more than .taprc's 120 s per file.
@@ -156,4 +156,24 @@ t.test('a log captured through a database outage holds no hash, parameter, e-mai
   t.notMatch(text, /@example\.com/, 'no e-mail in clear')
   t.notMatch(text, 'Failed query', 'no failed query')
   t.notMatch(text, /insert into|select .* from|"users"/i, 'no SQL text')
+})
+
+// With one host, postgres.js fails the query with that host's error; with several it retries until
+// the acquire timeout, whose line once said only "no database connection within 1000 ms".
+t.test('with several hosts, an outage is logged with the last host\'s failure beside the acquire timeout', { skip }, async (t) => {
+  const { url, proxy } = await proxiedDatabase(t)
+  const twoHosts = `postgres://${url.username}@127.0.0.1:${proxy.port},127.0.0.1:${await freePort()}${url.pathname}`
+  const config = loadConfig({ APP_PROFILE: 'production', DATABASE_URL: twoHosts, JWT_SECRET: TEST_SECRET, RATE_LIMITS: 'off', LOG_LEVEL: 'info', MANAGEMENT_PORT: 'off' })
+  const log = captureLog()
+  const app = await buildApp(config, { logger: { ...loggerOptions(config) as object, stream: log.stream } })
+  t.teardown(() => app.close())
+  await app.ready()
+
+  await proxy.cut('refuse')
+  const response = await app.inject({ method: 'POST', url: '/auth/signup', payload: { username: 'twohosts', email: 'two.hosts@example.com', password: 'Secreto123' } })
+  t.strictSame([response.statusCode, response.headers['retry-after'], response.json()], [503, '1', { statusCode: 503, error: 'Service Unavailable', message: 'Servicio no disponible' }])
+  const line = log.lines.find((l) => l.msg === 'service unavailable')
+  const causes = (cause: any): any[] => cause ? [cause, ...causes(cause.cause)] : []
+  t.strictSame(causes(line?.cause).filter((c) => c.code === 'UMS_DB_ACQUIRE_TIMEOUT' || c.code === 'ECONNREFUSED').map((c) => c.code), ['UMS_DB_ACQUIRE_TIMEOUT', 'ECONNREFUSED'])
+  t.match(causes(line?.cause).find((c) => c.code === 'ECONNREFUSED'), { message: /^connect ECONNREFUSED 127\.0\.0\.1:\d+$/ })
 })
