@@ -192,3 +192,6 @@ export function redisPrefix (t: Test, url = TEST_REDIS_URL): string {
   })
   return prefix
 }
+
+/** A logged error and its causes, outermost first, as `describeError` wrote them into a log line. */
+export const causeChain = (cause: any): any[] => cause ? [cause, ...causeChain(cause.cause)] : []

@@ -30,13 +30,20 @@ const PARAMETERS = ['sslmode', 'sslrootcert', 'sslcert', 'sslkey', 'target_sessi
 /** A URL this service cannot use as written; the message says why, in one line. */
 export class DatabaseUrlError extends Error {}
 
-/** A percent-decoded part of the URL; a malformed escape is named, never thrown as a bare URIError. */
-export function decodedUrlPart (text: string, what: string): string {
+/** `text` percent-decoded, or undefined where an escape is malformed (decodeURIComponent's URIError). */
+export function percentDecoded (text: string): string | undefined {
   try {
     return decodeURIComponent(text)
   } catch {
-    throw new DatabaseUrlError(`has a malformed percent-encoding in ${what}`)
+    return undefined
   }
+}
+
+/** A percent-decoded part of the URL; a malformed escape is named. */
+function decodedUrlPart (text: string, what: string): string {
+  const decoded = percentDecoded(text)
+  if (decoded === undefined) throw new DatabaseUrlError(`has a malformed percent-encoding in ${what}`)
+  return decoded
 }
 
 /** `h1:5432,[::1]:5433,h3` into hosts and ports (libpq's default port 5432). */

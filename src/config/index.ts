@@ -1,7 +1,7 @@
 import { availableParallelism } from 'node:os'
 import { Value } from '@sinclair/typebox/value'
 import { ConfigError } from './config-error.js'
-import { DatabaseUrlError, decodedUrlPart, parseDatabaseUrl } from './database-url.js'
+import { DatabaseUrlError, parseDatabaseUrl, percentDecoded } from './database-url.js'
 import { checkProductionTrustProxy, parseTrustProxy } from './trust-proxy.js'
 import { EnvSchema, integerRule, takesInteger, type Env } from './env.js'
 import { checkSecret, tokenKeys, type TokenKeys } from './jwt.js'
@@ -131,12 +131,8 @@ function checkedRedisUrl (url: string | undefined): string | undefined {
   } catch {
     throw new ConfigError('REDIS_URL', 'is not a URL that can be parsed')
   }
-  try {
-    decodedUrlPart(parsed.username, 'its user or password')
-    decodedUrlPart(parsed.password, 'its user or password')
-  } catch (error) {
-    if (error instanceof DatabaseUrlError) throw new ConfigError('REDIS_URL', error.message)
-    throw error
+  if (percentDecoded(parsed.username) === undefined || percentDecoded(parsed.password) === undefined) {
+    throw new ConfigError('REDIS_URL', 'has a malformed percent-encoding in its user or password')
   }
   return url
 }

@@ -11,7 +11,8 @@ import { finished } from 'node:stream/promises'
  *   `reject`, which may be replaced first to reject with an error of ours; a connection that
  *   was opening for that query (its first) keeps it through every host it tries and, once
  *   connected, skips it and stays out of the pool, idle, until its socket closes
- *   (src/db/postgres.ts closes such sockets);
+ *   (src/db/postgres.ts closes such sockets; shown against a real standby by
+ *   test/db/failover.test.ts, not by the canary test, and harmless once postgres.js changes);
  * - COPY … TO STDOUT data is pushed into the query's Readable, one message a push.
  * - with a `socket` factory (a documented option), postgres.js writes the startup message to
  *   the socket it is given at once, and keeps what it has not written yet in a buffer that a

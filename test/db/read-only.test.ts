@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import postgres from 'postgres'
 import t from 'tap'
-import { createPostgresDatabase } from '../helper.js'
+import { causeChain, createPostgresDatabase } from '../helper.js'
 import { productionApp } from '../support/production-app.js'
 
 const skip = process.env.TEST_DATABASE_URL ? false : 'TEST_DATABASE_URL is not set: the read-only test needs PostgreSQL'
@@ -33,8 +33,7 @@ t.test('a server that turns read-only: writes 503 with Retry-After, reads 200, w
   t.strictSame(me.json(), { id: before.json().id, username: 'ro.before', email: 'ro.before@example.com', role: 'ROLE_USER' })
 
   const [line] = log.lines.filter((l) => l.msg === 'service unavailable')
-  const causes = (cause: any): any[] => cause ? [cause, ...causes(cause.cause)] : []
-  t.match(causes(line?.cause).find((c) => c.code === '25006'), { code: '25006', message: 'cannot execute INSERT in a read-only transaction' }, 'the log says why, in the server\'s words')
+  t.match(causeChain(line?.cause).find((c) => c.code === '25006'), { code: '25006', message: 'cannot execute INSERT in a read-only transaction' }, 'the log says why, in the server\'s words')
   t.notMatch(log.text(), /ro\.during@example\.com|\$argon2|Secreto123/, 'no e-mail, hash or password')
 
   // Writable again: the connection that saw 25006 was dropped, so the next one is a new session.
