@@ -12,7 +12,7 @@ import { MeBody, UserRecord } from '../schemas/users.js'
 const usersRoutes: FastifyPluginAsyncTypebox = async function (app) {
   app.get('/me', {
     config: { role: 'ROLE_USER' },
-    // The HEAD twin would inherit the body schema, which HEAD cannot have.
+    // Fastify's HEAD twin would inherit the body schema, which a HEAD route cannot declare: HEAD is below.
     exposeHeadRoute: false,
     // The own-info body is optional: an absent one (no body, or an empty one with
     // `Content-Type: application/json`, which clients often send on every request) is an
@@ -50,6 +50,12 @@ const usersRoutes: FastifyPluginAsyncTypebox = async function (app) {
     }
     return account
   })
+
+  // GET's answer without its body (RFC 9110 §9.3.2): the same role rule, headers and length.
+  app.head('/me', {
+    config: { role: 'ROLE_USER' },
+    schema: { hide: true, response: { 200: ref(UserRecord) } }
+  }, async (request) => request.account!)
 }
 
 export default usersRoutes

@@ -95,6 +95,23 @@ for (const kind of testDatabases()) {
       t.strictSame(response.json(), record)
     })
 
+    t.test('HEAD answers as GET would, headers only (RFC 9110 §9.3.2)', async (t) => {
+      const headers = (response: { headers: Record<string, unknown> }, names: string[]) => Object.fromEntries(names.map((name) => [name, response.headers[name]]))
+      const shown = ['content-type', 'content-length', 'cache-control', 'x-content-type-options']
+      const get = await me()
+      const head = await app.inject({ method: 'HEAD', url: '/users/me', headers: { authorization: `Bearer ${token}` } })
+      t.equal(head.statusCode, 200)
+      t.strictSame(head.body, '')
+      t.strictSame(headers(head, shown), headers(get, shown), 'the GET answer\'s headers, its length included')
+      const admin = await app.inject({ method: 'HEAD', url: '/users/me', headers: { authorization: `Bearer ${await login(app, seedAccounts.admin.email, seedAccounts.admin.password)}` } })
+      t.equal(admin.statusCode, 403, 'the role rule is GET\'s')
+      t.strictSame(admin.body, '')
+      const anonymous = await app.inject({ method: 'HEAD', url: '/users/me' })
+      t.equal(anonymous.statusCode, 401)
+      t.equal(anonymous.headers['www-authenticate'], 'Bearer')
+      t.strictSame(anonymous.body, '')
+    })
+
     t.test('the response is the stored record, never the body\'s fields or a hash', async (t) => {
       const response = await json({ email: user.email, username: 'someone', role: 'ROLE_ADMIN', id: 1 })
       t.equal(response.statusCode, 200)
