@@ -68,7 +68,10 @@ export function parseDatabaseUrl (url: string): DatabaseTarget {
   const match = /^postgres(?:ql)?:\/\/(?:([^@/?#]*)@)?([^/?#]*)(?:\/([^?#]*))?(?:\?([^#]*))?$/.exec(url)
   if (!match) throw new DatabaseUrlError('must be postgres://user:password@host:port/database, libpq\'s form')
   const [, userInfo = '', authority, path = '', query = ''] = match
-  const [user = '', password = ''] = userInfo.split(':').map((part) => decodedUrlPart(part, 'its user or password'))
+  // As libpq: the user ends at the first colon, and the password, colons and all, follows it.
+  const colon = userInfo.indexOf(':')
+  const [user, password] = (colon === -1 ? [userInfo, ''] : [userInfo.slice(0, colon), userInfo.slice(colon + 1)])
+    .map((part) => decodedUrlPart(part, 'its user or password'))
   const params = new URLSearchParams(query)
   for (const name of params.keys()) {
     if (!PARAMETERS.includes(name)) throw new DatabaseUrlError(`parameter "${name}" is not supported (supported: ${PARAMETERS.join(', ')})`)

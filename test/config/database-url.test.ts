@@ -14,6 +14,8 @@ t.test('libpq\'s URL: several hosts, defaults of sslmode and target_session_attr
     targetSessionAttrs: 'read-write',
     applicationName: 'ums'
   })
+  // libpq ends the user at the first colon: the password is everything after it.
+  t.strictSame([parseDatabaseUrl('postgres://app:pa:ss:@db/users')].map(({ user, password }) => ({ user, password })), [{ user: 'app', password: 'pa:ss:' }])
   const single = parseDatabaseUrl('postgresql://db/users')
   t.strictSame([single.hosts, single.targetSessionAttrs, single.sslMode, single.user], [[{ host: 'db', port: 5432 }], 'any', 'prefer', ''], 'one host: any server; libpq\'s prefer')
 })
