@@ -103,7 +103,7 @@ export function loadConfig (source: Record<string, string | undefined>): Config 
       user: { email: env.DEV_USER_EMAIL ?? 'user@example.com', password: env.DEV_USER_PASSWORD ?? 'User12345' }
     }
   }
-  if (production) checkProduction(config, env)
+  if (production) checkProduction(config, env, source)
   return deepFreeze(config)
 }
 
@@ -143,15 +143,16 @@ function withoutPassword (value: string): string {
     `${scheme}${userInfo.includes(':') ? `${userInfo.slice(0, userInfo.indexOf(':'))}:***` : userInfo}@`)
 }
 
-function checkProduction (config: Config, env: Env): void {
+function checkProduction (config: Config, env: Env, source: Record<string, string | undefined>): void {
   if (!config.databaseUrl) throw new ConfigError('DATABASE_URL', 'is required in production')
   if (config.jwt.algorithm === 'HS256') {
     checkSecret('JWT_SECRET', env.JWT_SECRET)
     if (env.JWT_SECRET_PREVIOUS !== undefined) checkSecret('JWT_SECRET_PREVIOUS', env.JWT_SECRET_PREVIOUS)
   }
   checkProductionTrustProxy(config.trustProxy)
-  const devVariable = Object.keys(EnvSchema.properties).find((k) => k.startsWith('DEV_') && env[k as keyof Env] !== undefined)
-  if (devVariable) throw new ConfigError(devVariable, 'must not be set in production (development seed accounts only)')
+  // Any DEV_* (CONTRACT §1), not only the seed's four: a development setting the schema does not know is still one.
+  const devVariable = Object.keys(source).find((k) => k.startsWith('DEV_') && source[k] !== undefined && source[k] !== '')
+  if (devVariable) throw new ConfigError(devVariable, 'must not be set in production (DEV_* variables are for development only)')
   const weak = ([['ARGON2_MEMORY_KIB', 'memoryCost'], ['ARGON2_ITERATIONS', 'timeCost'], ['ARGON2_PARALLELISM', 'parallelism']] as const)
     .find(([, key]) => config.argon2[key] < ARGON2_MINIMUM[key])
   if (weak) throw new ConfigError(weak[0], `must be at least ${ARGON2_MINIMUM[weak[1]]} in production (OWASP minimum for argon2id)`)

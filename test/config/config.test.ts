@@ -137,8 +137,9 @@ const refusedInProduction: Array<[string, Record<string, string | undefined>, st
   // An IPv4-mapped prefix spans IPv4 clients: ::ffff:0:0/96 is every one of them.
   ['TRUST_PROXY', { TRUST_PROXY: '::ffff:0:0/96' }, `Invalid configuration: TRUST_PROXY ${tooWide} (got "::ffff:0:0/96")`],
   ['TRUST_PROXY', { TRUST_PROXY: '0:0:0:0:0:ffff:8000:0/97' }, `Invalid configuration: TRUST_PROXY ${tooWide} (got "0:0:0:0:0:ffff:8000:0/97")`],
-  ['DEV_ADMIN_EMAIL', { DEV_ADMIN_EMAIL: 'root@example.com' }, 'Invalid configuration: DEV_ADMIN_EMAIL must not be set in production (development seed accounts only)'],
-  ['DEV_USER_PASSWORD', { DEV_USER_PASSWORD: 'x' }, 'Invalid configuration: DEV_USER_PASSWORD must not be set in production (development seed accounts only)'],
+  ['DEV_ADMIN_EMAIL', { DEV_ADMIN_EMAIL: 'root@example.com' }, 'Invalid configuration: DEV_ADMIN_EMAIL must not be set in production (DEV_* variables are for development only)'],
+  ['DEV_USER_PASSWORD', { DEV_USER_PASSWORD: 'x' }, 'Invalid configuration: DEV_USER_PASSWORD must not be set in production (DEV_* variables are for development only)'],
+  ['DEV_SEED_EXTRA', { DEV_SEED_EXTRA: '1' }, 'Invalid configuration: DEV_SEED_EXTRA must not be set in production (DEV_* variables are for development only)'],
   ['ARGON2_MEMORY_KIB', { ARGON2_MEMORY_KIB: '1024' }, 'Invalid configuration: ARGON2_MEMORY_KIB must be at least 19456 in production (OWASP minimum for argon2id)'],
   ['ARGON2_ITERATIONS', { ARGON2_ITERATIONS: '1' }, 'Invalid configuration: ARGON2_ITERATIONS must be at least 2 in production (OWASP minimum for argon2id)']
 ]
