@@ -31,15 +31,34 @@ async function migrate (config: Config, extra: string[]): Promise<void> {
   process.stdout.write(applied.length === 0 ? `Nothing to apply: ${head}.\n` : `Applied ${applied.join(', ')}: ${head}.\n`)
 }
 
+/** The commands that need the configuration, each loading what it needs when it runs. */
+const commands: Record<string, (config: Config, args: string[]) => Promise<void>> = {
+  migrate,
+  'set-role': async (config, args) => (await import('./users/account-commands.js')).setRole(config, args),
+  'create-admin': async (config, args) => (await import('./users/account-commands.js')).createAdmin(config, args),
+  'hash-benchmark': async (config, args) => {
+    if (args.length > 0) throw new UsageError()
+    const { report, warning } = await (await import('./users/hash-benchmark.js')).hashBenchmark(config)
+    process.stdout.write(report)
+    if (warning) process.stderr.write(warning)
+  }
+}
+
 async function main (argv: string[]): Promise<void> {
   const [command, ...args] = argv
-  // Before the configuration: the first key is generated while JWT_PRIVATE_KEY is still unset.
+  // Before the configuration: the first key is generated while JWT_PRIVATE_KEY is still unset,
+  // and the usage helps most where the configuration is still wrong.
   if (command === 'generate-key') {
     const [algorithm, ...extra] = args
     if ((algorithm !== 'EdDSA' && algorithm !== 'ES256') || extra.length > 0) throw new CliError(`generate-key takes EdDSA or ES256\n${USAGE}`)
     process.stdout.write(generatePrivateKeyPem(algorithm))
     return
   }
+  if (command === 'help' || command === '--help') {
+    process.stdout.write(`${USAGE}\n`)
+    return
+  }
+  if (command === undefined || !Object.hasOwn(commands, command)) throw new CliError(command === undefined ? USAGE : `Unknown command: ${command}\n${USAGE}`)
   let config: Config
   try {
     config = loadConfig(process.env)
@@ -47,20 +66,7 @@ async function main (argv: string[]): Promise<void> {
     if (error instanceof ConfigError) throw new CliError(error.message)
     throw error
   }
-  if (command === 'migrate') return migrate(config, args)
-  if (command === 'set-role') return (await import('./users/account-commands.js')).setRole(config, args)
-  if (command === 'create-admin') return (await import('./users/account-commands.js')).createAdmin(config, args)
-  if (command === 'hash-benchmark' && args.length === 0) {
-    const { report, warning } = await (await import('./users/hash-benchmark.js')).hashBenchmark(config)
-    process.stdout.write(report)
-    if (warning) process.stderr.write(warning)
-    return
-  }
-  if (command === 'help' || command === '--help') {
-    process.stdout.write(`${USAGE}\n`)
-    return
-  }
-  throw new CliError(command === undefined ? USAGE : `Unknown command or arguments: ${argv.join(' ')}\n${USAGE}`)
+  await commands[command](config, args)
 }
 
 try {

@@ -34,6 +34,16 @@ t.test('without a database', async (t) => {
     }
   })
 
+  t.test('help and an unknown command print the usage even where the configuration is wrong', async (t) => {
+    const broken = { APP_PROFILE: 'production' }
+    const help = await cli(['help'], broken)
+    t.strictSame([help.code, help.stderr], [0, ''])
+    t.match(help.stdout, /^Usage: npm run cli -- <command>\n/)
+    const unknown = await cli(['frob'], broken)
+    t.strictSame([unknown.code, unknown.stdout], [1, ''])
+    t.match(unknown.stderr, /^Unknown command: frob\nUsage: npm run cli -- <command>\n/)
+  })
+
   t.test('a bad configuration is one line, exit 1', async (t) => {
     const run = await cli(['hash-benchmark'], { ARGON2_ITERATIONS: 'many' })
     t.equal(run.code, 1)
