@@ -44,11 +44,10 @@ try {
   process.exit(1)
 }
 
-// argon2 runs on libuv's thread pool (4 threads unless UV_THREADPOOL_SIZE says otherwise, and only the
-// start command can say it): at or below HASH_CONCURRENCY, file and DNS work would wait behind hashes.
-const threadPool = Number(process.env.UV_THREADPOOL_SIZE ?? 4)
-if (!(threadPool > config.hashConcurrency)) {
-  app.log.warn({ threadPool, hashConcurrency: config.hashConcurrency }, 'UV_THREADPOOL_SIZE should be above HASH_CONCURRENCY; set it in the start command')
+// argon2 runs on libuv's thread pool: at or below HASH_CONCURRENCY (as set, the default stays
+// below it), file and DNS work would wait behind hashes.
+if (!(config.threadPoolSize > config.hashConcurrency)) {
+  app.log.warn({ threadPool: config.threadPoolSize, hashConcurrency: config.hashConcurrency }, 'UV_THREADPOOL_SIZE should be above HASH_CONCURRENCY; set it in the start command')
 }
 
 // A stray rejected promise is a bug to fix, not a reason to drop every request in flight.

@@ -51,6 +51,8 @@ export const EnvSchema = Type.Object({
   ARGON2_ITERATIONS: Type.Optional(int(1)),
   ARGON2_PARALLELISM: Type.Optional(int(1, 255)),
   HASH_CONCURRENCY: Type.Optional(int(1, 128)),
+  // libuv's, not ours (only the start command can set it): read to keep hashing below it.
+  UV_THREADPOOL_SIZE: Type.Optional(int(1, 1024)),
   DB_POOL_MAX: Type.Optional(int(1, 500)),
   REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://[^\\s]+$', description: 'must be a redis:// or rediss:// URL' })),
   RATE_LIMITS: Type.Optional(Type.Union([Type.Literal('on'), Type.Literal('off')], { description: 'must be "on" or "off"' })),

@@ -35,6 +35,8 @@ export interface Config {
   readonly trustProxy: boolean | readonly string[]
   readonly argon2: { readonly memoryCost: number, readonly timeCost: number, readonly parallelism: number }
   readonly hashConcurrency: number
+  /** libuv's thread pool, where argon2 runs: UV_THREADPOOL_SIZE, else libuv's 4. */
+  readonly threadPoolSize: number
   readonly dbPoolMax: number
   readonly redisUrl: string | undefined
   readonly rateLimits: boolean
@@ -65,6 +67,7 @@ export function loadConfig (source: Record<string, string | undefined>): Config 
   const profile: Profile = env.APP_PROFILE ?? 'development'
   const production = profile === 'production'
   const host = env.HOST ?? (production ? '0.0.0.0' : '127.0.0.1')
+  const threadPoolSize = env.UV_THREADPOOL_SIZE ?? 4
 
   const config: Config = {
     profile,
@@ -90,7 +93,10 @@ export function loadConfig (source: Record<string, string | undefined>): Config 
       timeCost: env.ARGON2_ITERATIONS ?? ARGON2_MINIMUM.timeCost,
       parallelism: env.ARGON2_PARALLELISM ?? ARGON2_MINIMUM.parallelism
     },
-    hashConcurrency: env.HASH_CONCURRENCY ?? availableParallelism(),
+    // The cores, but below the thread pool (CONTRACT §3): a hash beyond it would wait inside libuv,
+    // out of the hash queue's bounds, with file and DNS work behind it.
+    hashConcurrency: env.HASH_CONCURRENCY ?? Math.max(1, Math.min(availableParallelism(), threadPoolSize - 1)),
+    threadPoolSize,
     dbPoolMax: env.DB_POOL_MAX ?? 10,
     redisUrl: checkedRedisUrl(env.REDIS_URL),
     rateLimits: (env.RATE_LIMITS ?? 'on') === 'on',

@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os'
 import t from 'tap'
 import { DEV_JWT_SECRET, loadConfig } from '../../src/config/index.js'
 
@@ -18,7 +19,8 @@ t.test('development defaults follow CONTRACT §1', async (t) => {
     management: { port: 9090, host: '127.0.0.1' },
     trustProxy: false,
     argon2: { memoryCost: 19456, timeCost: 2, parallelism: 1 },
-    hashConcurrency: config.hashConcurrency,
+    hashConcurrency: Math.min(availableParallelism(), 3),
+    threadPoolSize: 4,
     dbPoolMax: 10,
     redisUrl: undefined,
     rateLimits: true,
@@ -28,8 +30,17 @@ t.test('development defaults follow CONTRACT §1', async (t) => {
     tracing: undefined,
     seed: { admin: { email: 'admin@example.com', password: 'Admin1234' }, user: { email: 'user@example.com', password: 'User12345' } }
   })
-  t.ok(Number.isInteger(config.hashConcurrency) && config.hashConcurrency >= 1, 'the number of CPU cores')
   t.ok(Object.isFrozen(config) && Object.isFrozen(config.jwt), 'the configuration is frozen')
+})
+
+t.test('HASH_CONCURRENCY defaults to the cores, below the thread pool argon2 runs on (CONTRACT §3)', async (t) => {
+  const cores = availableParallelism()
+  for (const [pool, expected] of [['1', 1], ['2', 1], [String(cores), Math.max(1, cores - 1)], [String(cores + 1), cores], ['1024', cores]] as const) {
+    const config = loadConfig({ UV_THREADPOOL_SIZE: pool })
+    t.strictSame([config.threadPoolSize, config.hashConcurrency], [Number(pool), expected], `UV_THREADPOOL_SIZE=${pool}, ${cores} cores`)
+  }
+  t.strictSame(loadConfig({ UV_THREADPOOL_SIZE: '2', HASH_CONCURRENCY: '6' }).hashConcurrency, 6, 'as set: the start-up warning says what to change')
+  t.throws(() => loadConfig({ UV_THREADPOOL_SIZE: '0' }), { name: 'ConfigError', message: 'Invalid configuration: UV_THREADPOOL_SIZE must be an integer from 1 to 1024 (got "0")' })
 })
 
 t.test('tracing: on with an OTLP endpoint and nothing else, off again when the SDK or its exporter is disabled', async (t) => {
