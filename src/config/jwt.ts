@@ -1,6 +1,6 @@
 import { ConfigError } from './config-error.js'
 import type { Env } from './env.js'
-import { KeyProblem, digestKeyOf, loadSigningKey, type AsymmetricAlgorithm, type JwtAlgorithm, type SigningKey } from './signing-keys.js'
+import { KeyProblem, digestKeyFrom, digestKeyOf, loadSigningKey, type AsymmetricAlgorithm, type JwtAlgorithm, type SigningKey } from './signing-keys.js'
 
 /** Placeholder that SPEC.md prints where the real secret goes; never valid in production. */
 export const SECRET_PLACEHOLDER = '<SIGNING_SECRET>'
@@ -14,7 +14,7 @@ export interface TokenKeys {
   readonly previousSecret: string | undefined
   /** EdDSA or ES256: JWT_PRIVATE_KEY and JWT_PRIVATE_KEY_PREVIOUS; unset with HS256. */
   readonly keys: { readonly current: SigningKey, readonly previous: SigningKey | undefined } | undefined
-  /** The key of every HMAC that is not a token (e-mail digests in logs and limiter keys). */
+  /** The key of every HMAC that is not a token (e-mail digests in logs and limiter keys): see digestKeyFrom. */
   readonly digestKey: string
 }
 
@@ -29,7 +29,7 @@ export function tokenKeys (env: Env, production: boolean): TokenKeys {
   if (algorithm === 'HS256') {
     if (other) throw new ConfigError(other, 'is used only with JWT_ALGORITHM EdDSA or ES256; set JWT_ALGORITHM, or unset it')
     const secret = env.JWT_SECRET ?? (production ? '' : DEV_JWT_SECRET)
-    return { algorithm, secret, previousSecret: env.JWT_SECRET_PREVIOUS, keys: undefined, digestKey: secret }
+    return { algorithm, secret, previousSecret: env.JWT_SECRET_PREVIOUS, keys: undefined, digestKey: digestKeyFrom(secret) }
   }
   if (other) throw new ConfigError(other, `is not used with JWT_ALGORITHM=${algorithm} (tokens are signed with JWT_PRIVATE_KEY); unset it`)
   if (env.JWT_PRIVATE_KEY === undefined) throw new ConfigError('JWT_PRIVATE_KEY', `is required with JWT_ALGORITHM=${algorithm} (npm run cli -- generate-key ${algorithm})`)

@@ -87,13 +87,18 @@ export function jwkThumbprint (jwk: JsonWebKey): string {
 }
 
 /**
- * The key of the HMACs that are not tokens (e-mail digests in logs and limiter keys), for
- * the asymmetric modes where no JWT_SECRET exists: derived from the current private key,
- * so it is stable across restarts and instances and changes only when the key rotates.
+ * The key of the HMACs that are not tokens (e-mail digests in logs and limiter keys), derived
+ * from the signing key with HKDF: stable across restarts and instances, changed only when the
+ * key rotates, and never the token key itself, so no HMAC in a log is one the token key would
+ * make (an HS256 signature is HMAC-SHA256 under JWT_SECRET).
  */
+export function digestKeyFrom (signingMaterial: string | Buffer): string {
+  return Buffer.from(hkdfSync('sha256', signingMaterial, '', 'user-management e-mail digest', 32)).toString('hex')
+}
+
+/** The digest key of an EdDSA or ES256 key: from its private key, whatever PEM form it came in. */
 export function digestKeyOf (key: SigningKey): string {
-  const der = createPrivateKey(key.privateKeyPem).export({ format: 'der', type: 'pkcs8' })
-  return Buffer.from(hkdfSync('sha256', der, '', 'user-management e-mail digest', 32)).toString('hex')
+  return digestKeyFrom(createPrivateKey(key.privateKeyPem).export({ format: 'der', type: 'pkcs8' }))
 }
 
 /** A new private key for `algorithm`, PKCS#8 PEM (`npm run cli -- generate-key`). */

@@ -1,6 +1,7 @@
 import { availableParallelism } from 'node:os'
 import t from 'tap'
 import { DEV_JWT_SECRET, loadConfig } from '../../src/config/index.js'
+import { digestKeyFrom } from '../../src/config/signing-keys.js'
 
 const strongSecret = 'k3Jd9sQ2mX7vB1nZ8pL4wR6tY0uE5aC2fH9gK1jM3qS7xV0b'
 const production = { APP_PROFILE: 'production', DATABASE_URL: 'postgres://db.internal:5432/users', JWT_SECRET: strongSecret }
@@ -14,7 +15,7 @@ t.test('development defaults follow CONTRACT §1', async (t) => {
     databaseUrl: undefined,
     databaseMigrationUrl: undefined,
     migrations: 'on-start',
-    jwt: { algorithm: 'HS256', secret: DEV_JWT_SECRET, previousSecret: undefined, keys: undefined, digestKey: DEV_JWT_SECRET, expirationMs: 86_400_000, issuer: 'user-management', audience: 'user-management' },
+    jwt: { algorithm: 'HS256', secret: DEV_JWT_SECRET, previousSecret: undefined, keys: undefined, digestKey: digestKeyFrom(DEV_JWT_SECRET), expirationMs: 86_400_000, issuer: 'user-management', audience: 'user-management' },
     logLevel: 'info',
     management: { port: 9090, host: '127.0.0.1' },
     trustProxy: false,

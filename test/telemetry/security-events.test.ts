@@ -23,7 +23,7 @@ for (const kind of testDatabases()) {
   t.test(`security events (CONTRACT §7) on ${kind}`, async (t) => {
     const log = captureProductionLog()
     const app = await build(t, kind, { env: { RATE_LIMITS: 'on' }, logger: log.logger })
-    const secret = testConfig().jwt.secret
+    const digestKey = testConfig().jwt.digestKey
     const lines = () => log.text().trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>)
     const eventsOf = (reqId: string) => lines().filter((line) => line.reqId === reqId && line.event !== undefined)
     /** The request's event lines, whole: the logger's own time, pid and hostname masked, the time checked apart. */
@@ -52,7 +52,7 @@ for (const kind of testDatabases()) {
       assertEvents(t, ok, [{ level: 30, event: 'authn_login_success', clientAddress: '203.0.113.70', userId: user.id }])
       // A known account is named by its id, an unknown e-mail by its HMAC only.
       assertEvents(t, wrong, [{ level: 40, event: 'authn_login_fail', clientAddress: '203.0.113.71', userId: user.id }])
-      assertEvents(t, unknown, [{ level: 40, event: 'authn_login_fail', clientAddress: '203.0.113.72', emailHmac: emailDigest(secret, 'nadie.secreto@example.com') }])
+      assertEvents(t, unknown, [{ level: 40, event: 'authn_login_fail', clientAddress: '203.0.113.72', emailHmac: emailDigest(digestKey, 'nadie.secreto@example.com') }])
 
       const text = log.text()
       t.notMatch(text, /nadie\.secreto/i, 'the unknown e-mail appears only as its HMAC')
@@ -67,7 +67,7 @@ for (const kind of testDatabases()) {
       t.equal(locked.statusCode, 429)
       t.strictSame(locked.json(), error(429, 'Too Many Requests', 'Demasiados intentos, inténtelo más tarde'))
       assertEvents(t, locked, [{
-        level: 40, event: 'authn_login_lock', clientAddress: '203.0.113.73', emailHmac: emailDigest(secret, user.email), reason: 'pair', retryAfter: Number(locked.headers['retry-after'])
+        level: 40, event: 'authn_login_lock', clientAddress: '203.0.113.73', emailHmac: emailDigest(digestKey, user.email), reason: 'pair', retryAfter: Number(locked.headers['retry-after'])
       }])
       t.notOk(log.text().includes(user.password))
     })

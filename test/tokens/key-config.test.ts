@@ -1,4 +1,4 @@
-import { createPublicKey, generateKeyPairSync } from 'node:crypto'
+import { createHmac, createPublicKey, generateKeyPairSync } from 'node:crypto'
 import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -19,10 +19,15 @@ const folder = mkdtempSync(join(tmpdir(), 'jwt-keys-'))
 const keyFile = join(folder, 'jwt.pem')
 writeFileSync(keyFile, edKey, { mode: 0o600 })
 
-t.test('HS256 stays the default, its secret also the digest key, as before', async (t) => {
+t.test('HS256 stays the default; its digest key is derived from the secret, never the secret itself', async (t) => {
   const { jwt } = loadConfig({})
-  t.match(jwt, { algorithm: 'HS256', secret: DEV_JWT_SECRET, previousSecret: undefined, keys: undefined, digestKey: DEV_JWT_SECRET })
-  t.equal(loadConfig({ JWT_ALGORITHM: 'HS256', JWT_SECRET: 'x'.repeat(40) }).jwt.digestKey, 'x'.repeat(40))
+  t.match(jwt, { algorithm: 'HS256', secret: DEV_JWT_SECRET, previousSecret: undefined, keys: undefined })
+  const secret = 'x'.repeat(40)
+  const { digestKey } = loadConfig({ JWT_ALGORITHM: 'HS256', JWT_SECRET: secret }).jwt
+  // RFC 5869's HKDF-SHA256 with no salt, written out with createHmac: extract, then one expand block.
+  const prk = createHmac('sha256', Buffer.alloc(32)).update(secret).digest()
+  t.equal(digestKey, createHmac('sha256', prk).update(Buffer.concat([Buffer.from('user-management e-mail digest'), Buffer.from([1])])).digest('hex'))
+  t.not(digestKey, loadConfig({ JWT_SECRET: 'y'.repeat(40) }).jwt.digestKey, 'another secret, another digest key')
 })
 
 t.test('EdDSA and ES256 load the key inline or from a file, with its thumbprint as kid', async (t) => {
