@@ -55,7 +55,7 @@ export async function buildApp (config: Config, deps: AppDependencies = {}) {
     // One line per request instead of Fastify's two, from requestLogHook below.
     logController: new LogController({ disableRequestLogging: true }),
     childLoggerFactory: deferredChildLogger,
-    // The balancers' addresses or true/false (config.ts refuses hop counts); Fastify's types want a mutable array.
+    // The balancers' addresses or true/false (src/config/trust-proxy.ts refuses hop counts); Fastify's types want a mutable array.
     trustProxy: config.trustProxy as FastifyServerOptions['trustProxy'],
     bodyLimit: 16 * 1024,
     // Keys that could reach prototypes are dropped; the rest of the body is validated as usual.
@@ -67,7 +67,7 @@ export async function buildApp (config: Config, deps: AppDependencies = {}) {
     // Node checks the header and request timeouts every 30 s by default: they would fire up to 30 s
     // late. Every half second, they fire within the contract's second even on a busy machine.
     http: { headersTimeout: 5_000, connectionsCheckingInterval: 500 },
-    // Answers Fastify and Node give outside the request pipeline, in the contract's shape (plugins/http-edges.ts).
+    // Answers Fastify and Node give outside the request pipeline, in the contract's shape (src/http/refusals.ts).
     clientErrorHandler,
     frameworkErrors: rerouteFrameworkError,
     requestIdHeader: false,

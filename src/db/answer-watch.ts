@@ -64,7 +64,7 @@ export function createAnswerWatch ({ answerDeadlineMs, now = Date.now }: AnswerW
     return destroyed
   }
 
-  /** Destroys the sockets that have awaited and heard nothing since `before`; returns how many. */
+  /** Destroys the idle sockets (nothing awaited) that have heard nothing since `before`; returns how many. */
   function closeIdleSince (before: number): number {
     let closed = 0
     for (const state of sockets.values()) {

@@ -28,7 +28,7 @@ export interface ConnectorOptions {
 }
 
 /** A TCP connect (or a socket folder's connect) that did not complete in time. */
-export class ConnectTimeoutError extends Error {
+class ConnectTimeoutError extends Error {
   readonly code = 'CONNECT_TIMEOUT'
 }
 

@@ -56,7 +56,7 @@ export async function connectPostgres (options: PostgresOptions): Promise<Databa
   }
   const acquireTimeoutMs = options.acquireTimeoutMs ?? 1000
   // The queries in flight, oldest first, each with the time it was asked for (not a Map: see
-  // src/http/arrival-queue.ts); and the statements running in transactions of their own.
+  // src/http/arrival-queue.ts). Statements in transactions of their own are transactions.ts's.
   const inFlight = createArrivalQueue<PendingQuery>()
   let acquireTimeouts = 0
 

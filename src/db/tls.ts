@@ -7,7 +7,7 @@ import { DatabaseUrlError, describeHost, type DatabaseHost, type DatabaseTarget,
 const SSL_REQUEST = Buffer.from([0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f])
 
 /** The server answered the SSLRequest with "no" where `sslmode` requires TLS. */
-export class TlsRefusedError extends Error {
+class TlsRefusedError extends Error {
   readonly code = 'UMS_DB_TLS_REFUSED'
 }
 

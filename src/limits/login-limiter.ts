@@ -44,5 +44,3 @@ export function createLoginLimiter (store: AttemptStore, { prefix = 'ums:', wind
     }
   }
 }
-
-export type LoginLimiter = ReturnType<typeof createLoginLimiter>

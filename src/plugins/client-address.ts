@@ -6,7 +6,7 @@ import type { Config } from '../config/index.js'
  * A forwarded entry that can name a client: an IP address, without an IPv6 zone (a zone means
  * nothing outside the host that wrote it, and Node accepts one of any length).
  */
-export function isForwardedAddress (entry: string): boolean {
+function isForwardedAddress (entry: string): boolean {
   return isIP(entry) !== 0 && !entry.includes('%')
 }
 
@@ -30,7 +30,7 @@ export function dropForgedEntries (header: string): string | undefined {
  * hop would become `request.ip`, and with it a counter key and a log field. Cutting the header
  * at its right-most non-address entry, before anything reads `request.ip`, makes Fastify's own
  * `request.ip` and `request.ips` stop at the hop that forwarded it. Registered before every
- * other plugin that adds an onRequest hook.
+ * plugin that reads `request.ip` (the limits, security events).
  */
 export default fp<{ config: Config }>(async function clientAddressPlugin (app, { config }) {
   // Without TRUST_PROXY the header is never read for the address.

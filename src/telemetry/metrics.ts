@@ -50,7 +50,7 @@ export function createMetrics (): Metrics {
   // A counter read from the pool, so it is exposed as one (a gauge would hide resets).
   new Counter({
     name: 'db_pool_acquire_timeouts_total',
-    help: 'Queries refused because no connection was free within 1 s',
+    help: 'Queries refused because no connection was free within the acquire timeout (1 s)',
     registers: [registry],
     collect () { if (pool) { this.reset(); this.inc(pool().acquireTimeouts) } }
   })

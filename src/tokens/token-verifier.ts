@@ -12,9 +12,11 @@ export const isExpiredTokenError = (error: unknown) => (error as { code?: string
 
 /**
  * The request path's token check: fast-jwt verifiers made once per key of the service, each
- * caching the tokens it verified (`verifyOptions`: CONTRACT §6's checks). @fastify/jwt signs;
- * its per-request verification reaches the same cached verifier through option merging, a
- * decode and callbacks, on every authenticated request.
+ * caching the tokens it verified (`verifyOptions`: CONTRACT §6's checks). @fastify/jwt signs,
+ * but requests are not checked with its `request.jwtVerify()`: that merges options, decodes
+ * the token and runs callbacks on every request before it reaches a verifier like these
+ * (measured against this one: docs/performance.md, "Own code or the library's"), and it has
+ * no fallback to a previous HS256 secret.
  * HS256 tries the previous secret after the current one; EdDSA and ES256 pick the verifier by
  * the token's `kid` among the service's own keys, never a key the token points to.
  */
