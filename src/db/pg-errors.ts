@@ -1,10 +1,13 @@
 /** PostgreSQL error fields, wherever the driver put them (Drizzle wraps them in `cause`). */
 interface PgErrorFields { code?: unknown, message?: unknown, constraint_name?: unknown, constraint?: unknown, cause?: unknown }
 
-/** The error and its causes, outermost first (bounded: a cause chain may loop). */
+/** How many links of an error's cause chain are read, here and in the log (a chain may loop). */
+export const MAX_CAUSE_DEPTH = 5
+
+/** The error and its causes, outermost first. */
 function * causes (error: unknown): Generator<PgErrorFields> {
   let current = error as PgErrorFields | undefined
-  for (let depth = 0; current && depth < 4; depth++) {
+  for (let depth = 0; current && depth < MAX_CAUSE_DEPTH; depth++) {
     yield current
     current = current.cause as PgErrorFields | undefined
   }

@@ -1,4 +1,4 @@
-import { isSqlState, speaksPlainly } from '../db/pg-errors.js'
+import { MAX_CAUSE_DEPTH as MAX_DEPTH, isSqlState, speaksPlainly } from '../db/pg-errors.js'
 
 /** Errors of the database layer: their messages and fields quote SQL, parameters and stored values. */
 const DATABASE_ERROR_TYPES = new Set(['DrizzleQueryError', 'DrizzleError', 'TransactionRollbackError', 'PostgresError', 'DatabaseError'])
@@ -7,7 +7,6 @@ const DRIZZLE_WRAPPERS = new Set(['DrizzleQueryError', 'DrizzleError', 'Transact
 const DATABASE_ERROR_FIELDS = ['query', 'params', 'parameters', 'detail', 'severity']
 /** What an error may say about itself in a log line: codes and names, never a value. */
 const SAFE_FIELDS = ['code', 'errno', 'syscall', 'address', 'port', 'hostname', 'statusCode'] as const
-const MAX_DEPTH = 5
 
 type ErrorLike = Record<string, unknown> & { name?: unknown, message?: unknown, stack?: unknown, cause?: unknown }
 
@@ -26,7 +25,7 @@ function typeOf (error: ErrorLike): string {
 
 const fromDatabase = (error: ErrorLike) => DATABASE_ERROR_TYPES.has(typeOf(error)) || DATABASE_ERROR_FIELDS.some((field) => field in error)
 
-/** The error and its causes, outermost first (bounded: a chain may loop). */
+/** The error and its causes, outermost first. */
 function chain (error: ErrorLike): ErrorLike[] {
   const links = [error]
   while (links.length < MAX_DEPTH && isErrorLike(links.at(-1)!.cause)) links.push(links.at(-1)!.cause as ErrorLike)

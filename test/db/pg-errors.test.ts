@@ -1,5 +1,6 @@
 import t from 'tap'
 import { databaseUnavailable, uniqueViolation } from '../../src/db/pg-errors.js'
+import { describeError } from '../../src/telemetry/error-description.js'
 
 const wrapped = (cause: object) => Object.assign(new Error('Failed query: …'), { cause })
 
@@ -21,4 +22,10 @@ t.test('a unique violation names its constraint, on either driver\'s field', asy
   t.equal(uniqueViolation(wrapped({ code: '23505', constraint: 'users_username_key_unique' })), 'users_username_key_unique')
   t.equal(uniqueViolation(wrapped({ code: '23514' })), undefined)
   t.equal(uniqueViolation(wrapped(Object.assign(new Error('x'), { code: 'EPIPE' }))), undefined)
+})
+
+t.test('an error is classified as deep as the log describes it', async (t) => {
+  const deep = (code: string) => wrapped(wrapped(wrapped(wrapped(Object.assign(new Error('terminating connection'), { code })))))
+  t.equal(databaseUnavailable(deep('57P01')), true, 'the fifth link\'s SQLSTATE')
+  t.match(describeError(deep('57P01')), { cause: { cause: { cause: { cause: { code: '57P01' } } } } }, 'the log shows that link too')
 })
