@@ -1,10 +1,16 @@
 import { STATUS_CODES } from 'node:http'
+import type { FastifyReply } from 'fastify'
 import { FIELD_RULES, messages, type FieldRule, type ValidatedField } from './messages.js'
 import type { UniqueField } from './errors.js'
 
 /** The contract's general error body: `{ statusCode, error, message }`. */
 export function httpError (statusCode: number, message: string) {
   return { statusCode, error: STATUS_CODES[statusCode] ?? 'Error', message }
+}
+
+/** CONTRACT §7's 503, wherever it is decided: the fixed message, and `Retry-After: 1`. */
+export function sendUnavailable (reply: FastifyReply): FastifyReply {
+  return reply.code(503).header('retry-after', '1').send(httpError(503, messages.unavailable))
 }
 
 /** The 409 body: one entry per field that collided with an existing account. */

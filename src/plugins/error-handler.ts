@@ -3,7 +3,7 @@ import { HttpError } from '@fastify/sensible'
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
 import { databaseUnavailable } from '../db/pg-errors.js'
 import { DuplicateUserError } from '../http/errors.js'
-import { duplicateFields, fieldErrors, httpError } from '../http/error-bodies.js'
+import { duplicateFields, fieldErrors, httpError, sendUnavailable } from '../http/error-bodies.js'
 import { messages } from '../http/messages.js'
 import { requestSecurityEvent } from '../telemetry/security-events.js'
 import { describeError } from '../telemetry/error-description.js'
@@ -54,7 +54,7 @@ export default fp(async function errorHandlerPlugin (app) {
       // Under a flood this runs hundreds of times a second: the codes say enough, a stack would not.
       // Never the message: Drizzle's quotes the SQL and its parameters (hashes, e-mails).
       request.log.warn({ cause: describeError(error, false) }, 'service unavailable')
-      return reply.code(503).header('retry-after', '1').send(httpError(503, messages.unavailable))
+      return sendUnavailable(reply)
     }
     request.log.error({ err: error }, 'unhandled error')
     return reply.code(500).send(httpError(500, messages.internal))

@@ -1,6 +1,6 @@
 import type { Socket } from 'node:net'
 import fp from 'fastify-plugin'
-import { httpError } from '../http/error-bodies.js'
+import { httpError, sendUnavailable } from '../http/error-bodies.js'
 import { refuse } from '../http/refusals.js'
 import { messages } from '../http/messages.js'
 
@@ -27,7 +27,7 @@ export default fp(async function httpEdgesPlugin (app) {
   app.addHook('preClose', async () => { closing = true })
   app.addHook('onRequest', (_request, reply, done) => {
     // Before the token check: a request that came during the drain is sent elsewhere, whoever sent it.
-    if (closing) reply.code(503).header('retry-after', '1').send(httpError(503, messages.unavailable))
+    if (closing) sendUnavailable(reply)
     else done()
   })
 

@@ -1,7 +1,6 @@
 import fp from 'fastify-plugin'
 import type { FastifyReply } from 'fastify'
-import { httpError } from '../http/error-bodies.js'
-import { messages } from '../http/messages.js'
+import { sendUnavailable } from '../http/error-bodies.js'
 import { createArrivalQueue } from '../http/arrival-queue.js'
 
 /** CONTRACT §7: no request waits longer than this for its answer to start. */
@@ -31,7 +30,7 @@ export default fp<{ deadlineMs?: number }>(async function responseDeadlinePlugin
       if (reply.sent || reply.raw.headersSent || reply.raw.destroyed) return 'drop'
       // A body still arriving is the client's delay: Node's request timeout answers it with 408.
       if (reply.request.raw.complete === false) return 'keep'
-      reply.header('retry-after', '1').code(503).send(httpError(503, messages.unavailable))
+      sendUnavailable(reply)
       return 'drop'
     })
   }, TICK_MS)

@@ -1,5 +1,5 @@
-import { STATUS_CODES } from 'node:http'
 import { Type, type TSchema } from '@sinclair/typebox'
+import { httpError } from '../http/error-bodies.js'
 import { messages } from '../http/messages.js'
 import { ref } from './common.js'
 import { headers, jsonResponse, type Example } from './responses.js'
@@ -30,8 +30,8 @@ export const errorSchemas: TSchema[] = [HttpError, FieldErrors, DuplicateFields]
 
 type MessageKey = { [K in keyof typeof messages]: typeof messages[K] extends string ? K : never }[keyof typeof messages]
 
-/** The body the service sends for `status` with `message` (src/http/error-bodies.ts builds the same). */
-const errorBody = (status: number, key: MessageKey) => ({ statusCode: status, error: STATUS_CODES[status], message: messages[key] })
+/** The body the service sends for `status` with the message `key`. */
+const errorBody = (status: number, key: MessageKey) => httpError(status, messages[key])
 
 function errorExamples (status: number, keys: MessageKey[]): Record<string, Example> {
   return Object.fromEntries(keys.map((key) => [key, { summary: messages[key], value: errorBody(status, key) }]))
