@@ -27,6 +27,7 @@ import authRoutes from './routes/auth.js'
 import usersRoutes from './routes/users.js'
 import adminRoutes from './routes/admin.js'
 import { docsOrigins, openApiOptions, sharedSchemas } from './schemas/openapi.js'
+import { REQUEST_ID_PATTERN } from './schemas/responses.js'
 import { ajvOptions } from './http/validation.js'
 
 export interface AppDependencies {
@@ -46,7 +47,7 @@ export interface AppDependencies {
   readonly tracing?: Tracing
 }
 
-const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/
+const REQUEST_ID = new RegExp(REQUEST_ID_PATTERN)
 
 /** Builds the API instance: registers everything, never listens. */
 export async function buildApp (config: Config, deps: AppDependencies = {}) {

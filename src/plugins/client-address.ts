@@ -1,6 +1,7 @@
 import { isIP } from 'node:net'
 import fp from 'fastify-plugin'
 import type { Config } from '../config/index.js'
+import { throttledWarning } from '../telemetry/logger.js'
 
 /**
  * A forwarded entry that can name a client: an IP address, without an IPv6 zone (a zone means
@@ -33,8 +34,17 @@ export function dropForgedEntries (header: string): string | undefined {
  * plugin that reads `request.ip` (the limits, security events).
  */
 export default fp<{ config: Config }>(async function clientAddressPlugin (app, { config }) {
-  // Without TRUST_PROXY the header is never read for the address.
-  if (config.trustProxy === false) return
+  // Without TRUST_PROXY the header is never read for the address: a balancer in front that
+  // sends it puts all its clients on one address, so the abuse limits' counters are shared.
+  if (config.trustProxy === false) {
+    if (!config.rateLimits) return
+    const warn = throttledWarning(app.log, 'X-Forwarded-For received while TRUST_PROXY is off: every client behind that proxy shares one set of abuse counters')
+    app.addHook('onRequest', (request, _reply, done) => {
+      if (request.headers['x-forwarded-for'] !== undefined) warn({ clientAddress: request.ip })
+      done()
+    })
+    return
+  }
   app.addHook('onRequest', (request, _reply, done) => {
     const header = request.raw.headers['x-forwarded-for']
     const kept = typeof header === 'string' ? dropForgedEntries(header) : header

@@ -8,19 +8,11 @@ import { signupStore } from '../limits/signup-store.js'
 
 /**
  * The sign-up limit (@fastify/rate-limit, per address, IPv6 per /64; routes opt in with
- * `config: { rateLimit: SIGNUP_LIMIT }`), and the warning about X-Forwarded-For without TRUST_PROXY.
+ * `config: { rateLimit: SIGNUP_LIMIT }`).
  * @see https://github.com/fastify/fastify-rate-limit
  */
 export default fp<{ config: Config }>(async function signupLimitPlugin (app, { config }) {
   if (!config.rateLimits) return
-
-  if (config.trustProxy === false) {
-    const warn = throttledWarning(app.log, 'X-Forwarded-For received while TRUST_PROXY is off: every client behind that proxy shares one set of abuse counters')
-    app.addHook('onRequest', (request, _reply, done) => {
-      if (request.headers['x-forwarded-for'] !== undefined) warn({ clientAddress: request.ip })
-      done()
-    })
-  }
 
   const fallbackWarning = throttledWarning(app.log, 'sign-up limit falls back to this instance\'s counters: Redis did not answer')
   const options: RateLimitPluginOptions = {

@@ -1,5 +1,8 @@
 import { Type, type TSchema } from '@sinclair/typebox'
 
+/** The X-Request-Id the service takes from a caller (src/app.ts's genReqId); others get a UUID. */
+export const REQUEST_ID_PATTERN = '^[A-Za-z0-9._-]{1,64}$'
+
 /**
  * The headers responses declare. Names are written as they appear in the HTTP spec; the
  * service sends them lower-cased, and header names match without regard to case.
@@ -8,7 +11,7 @@ export const headers = {
   requestId: {
     'X-Request-Id': Type.String({
       description: 'The request\'s id, in every log line of the request: the caller\'s `X-Request-Id` when it is 1–64 characters of `[A-Za-z0-9._-]`, a new UUID otherwise.',
-      pattern: '^[A-Za-z0-9._-]{1,64}$'
+      pattern: REQUEST_ID_PATTERN
     })
   },
   retryAfter: {

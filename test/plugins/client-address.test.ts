@@ -74,3 +74,19 @@ for (const kind of testDatabases()) {
     })
   })
 }
+
+t.test('X-Forwarded-For without TRUST_PROXY is warned about once a minute, by address, with the limits on', async (t) => {
+  const log = captureLog()
+  const app = await build(t, 'pglite', { env: { RATE_LIMITS: 'on' }, logger: { level: 'info', stream: log.stream } })
+  for (let i = 0; i < 3; i++) {
+    const response = await app.inject({ method: 'GET', url: '/auth/x', remoteAddress: '10.0.0.9', headers: { 'x-forwarded-for': '198.51.100.7' } })
+    t.equal(response.statusCode, 404)
+    t.strictSame(response.json(), { statusCode: 404, error: 'Not Found', message: 'Recurso no encontrado' })
+  }
+  t.strictSame(log.lines.filter((line) => line.level === 40).map(({ clientAddress, msg }) => ({ clientAddress, msg })),
+    [{ clientAddress: '10.0.0.9', msg: 'X-Forwarded-For received while TRUST_PROXY is off: every client behind that proxy shares one set of abuse counters' }])
+  const off = captureLog()
+  const unlimited = await build(t, 'pglite', { env: { RATE_LIMITS: 'off' }, logger: { level: 'info', stream: off.stream } })
+  await unlimited.inject({ method: 'GET', url: '/auth/x', headers: { 'x-forwarded-for': '198.51.100.7' } })
+  t.strictSame(off.lines.filter((line) => line.level === 40), [], 'no counters, nothing shared')
+})
