@@ -132,8 +132,7 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
       }
     }
     for (const watcher of roundWatchers) watcher(lastError)
-    // It fails at postgres.js's first write (the startup message): failing sooner would strand
-    // that message in postgres.js's write buffer, to be sent again before the next one.
+    // It fails at postgres.js's first write (the startup message), as a refused connection would.
     const failed = new Socket()
     failed.write = (() => {
       process.nextTick(() => failed.destroy(lastError))
@@ -187,6 +186,8 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
       refusedWriteAt[hostOf.get(socket) ?? 0] = now()
       closeAtOnce(socket)
     },
+    /** The socket whose server answered last: called from a query's settlement, that query's. */
+    lastAnswered: answers.lastAnswered,
     /** Closes the connections idle since `before`: postgres.js sees them close and opens them anew. */
     closeIdleSince: answers.closeIdleSince,
     destroyAll: answers.destroyAll,

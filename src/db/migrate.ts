@@ -7,6 +7,7 @@ import postgres from 'postgres'
 import { parseDatabaseUrl } from '../config/database-url.js'
 import { createConnector } from './connector.js'
 import { clientOptions } from './postgres-options.js'
+import { assertDriverPatched } from './postgres-internals.js'
 
 /** Found from src/db (tsx) and dist/db (built) alike. */
 export const migrationsFolder = fileURLToPath(new URL('../../drizzle', import.meta.url))
@@ -32,6 +33,7 @@ export const migrationTags = (): string[] => migrationJournal().map((entry) => e
  * timeouts here: a migration may take longer than a request's statement.
  */
 export async function migratePostgresDatabase (url: string): Promise<string[]> {
+  assertDriverPatched()
   const target = parseDatabaseUrl(url)
   // No answer deadline either; connecting is bounded as everywhere.
   const connector = createConnector(target, { connectTimeoutMs: 5000, answerDeadlineMs: Infinity })

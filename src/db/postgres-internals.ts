@@ -1,11 +1,31 @@
+import { readFileSync } from 'node:fs'
 import type { Socket } from 'node:net'
 import { Readable } from 'node:stream'
 import { finished } from 'node:stream/promises'
 
 /**
+ * postgres.js 3.4.9 as patches/postgres+3.4.9.patch leaves it (applied by `npm ci`'s
+ * postinstall, patch-package). Without it a connection that closes under load keeps what it was
+ * doing for its next life, and the service pays for it:
+ * - a statement sent on a reserved connection after its socket closed throws outside any
+ *   promise and ends the process (porsager/postgres#1208; every transaction behind PgBouncer);
+ * - a write still pending at the close is sent before the next startup message, and the
+ *   connection never opens again;
+ * - with several hosts, a connection's first query is neither failed nor forgotten when its
+ *   server goes away: the next query's answer, rows or error, settles it;
+ * - an error the server sent just before closing fails the connection's next query.
+ * test/db/postgres-internals.test.ts shows each against a real server.
+ */
+export function assertDriverPatched (connection = readFileSync(new URL('connection.js', import.meta.resolve('postgres')), 'utf8')): void {
+  if (!connection.includes('if (initial && connection.queue === queues.connecting')) {
+    throw new Error('postgres.js is not patched (patches/postgres+3.4.9.patch): install with `npm ci`, which applies it, not with --ignore-scripts; or run `npx patch-package`')
+  }
+}
+
+/**
  * Everything of postgres.js that is not its documented API, in one place (read from 3.4.9's
- * src/connection.js and src/query.js; test/db/postgres-internals.test.ts fails when an upgrade
- * changes any of it):
+ * src/connection.js and src/query.js, patched; test/db/postgres-internals.test.ts fails when an
+ * upgrade changes any of it):
  * - a query's `state` is null until a connection takes it;
  * - `cancel()` on a query still waiting removes it from the queue and rejects it through
  *   `reject`, which may be replaced first to reject with an error of ours; a connection that
@@ -15,9 +35,8 @@ import { finished } from 'node:stream/promises'
  *   test/db/failover.test.ts, not by the canary test, and harmless once postgres.js changes);
  * - COPY … TO STDOUT data is pushed into the query's Readable, one message a push.
  * - with a `socket` factory (a documented option), postgres.js writes the startup message to
- *   the socket it is given at once, and keeps what it has not written yet in a buffer that a
- *   close does not clear: a factory's socket that fails must do so after that first write
- *   (src/db/connector.ts).
+ *   the socket it is given at once: a factory's socket that fails does so after that first
+ *   write (src/db/connector.ts), as a refused connection would.
  */
 export interface PendingQuery extends Promise<unknown> {
   state: unknown

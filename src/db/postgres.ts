@@ -10,7 +10,7 @@ import { parseDatabaseUrl } from '../config/database-url.js'
 import { ANSWER_DEADLINE_MS, CONNECT_TIMEOUT_MS, acceptsStartupTimeouts, clientOptions } from './postgres-options.js'
 import { MIGRATION_STATE_SQL, USERS_BY_IDS_SQL, userCopyPageSql } from './queries.js'
 import { createConnector } from './connector.js'
-import { copyOut, failWaiting, onConnection, type PendingQuery } from './postgres-internals.js'
+import { assertDriverPatched, copyOut, failWaiting, onConnection, type PendingQuery } from './postgres-internals.js'
 
 /** How often queries are checked for the acquire timeout: each fails within this much of it. */
 const ACQUIRE_SWEEP_MS = 100
@@ -25,6 +25,7 @@ export interface PostgresOptions {
 
 /** PostgreSQL through postgres.js, with the timeouts and deadlines of CONTRACT §7. */
 export async function connectPostgres (options: PostgresOptions): Promise<Database> {
+  assertDriverPatched()
   const target = parseDatabaseUrl(options.url)
   const connector = createConnector(target, { connectTimeoutMs: CONNECT_TIMEOUT_MS, answerDeadlineMs: ANSWER_DEADLINE_MS })
   const startupTimeouts = await acceptsStartupTimeouts(target, connector).catch((error: unknown) => { connector.stop(); throw error })
@@ -94,7 +95,7 @@ export async function connectPostgres (options: PostgresOptions): Promise<Databa
     return query
   }
 
-  const transactions = createTransactions(client, acquireTimeoutMs, () => { acquireTimeouts++ })
+  const transactions = createTransactions(client, connector, acquireTimeoutMs, () => { acquireTimeouts++ })
   const inTransaction = transactions.run
 
   /**

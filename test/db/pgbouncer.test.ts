@@ -4,6 +4,7 @@ import type { App } from '../../src/app.js'
 import { migrationTags } from '../../src/db/migrate.js'
 import { createPrimary, pgServersSkip, startPgBouncer, type PgServer } from '../support/pg-servers.js'
 import { productionApp } from '../support/production-app.js'
+import { until } from '../deploy/processes.js'
 
 // PgBouncer 1.18 in transaction mode with its stock settings, made by the test (CONTRACT §2):
 // it refuses statement_timeout in the startup packet, and may split a session across servers.
@@ -69,4 +70,37 @@ t.test('a sign-up blocked by a table lock through PgBouncer: 503 within 7.5 s, c
 t.test('the same on a direct connection', { skip: pgServersSkip() }, async (t) => {
   const primary = await createPrimary(t)
   await blockedSignup(t, primary, primary.url('postgres'), '57014')
+})
+
+// A transaction's connection lost behind PgBouncer: postgres.js's rollback there ended the
+// process (porsager/postgres#1208, patches/postgres+3.4.9.patch), and a release put the dead
+// connection back in the pool (src/db/transactions.ts).
+t.test('server connections lost mid-transaction through PgBouncer: 503 each, the process lives, the pool stays whole', { skip }, async (t) => {
+  const primary = await createPrimary(t)
+  const bouncer = await startPgBouncer(t, primary)
+  const { app } = await productionApp(t, bouncer.url('postgres'), { DB_POOL_MAX: '3' })
+  const admin = postgres(primary.url('postgres'), { max: 1, onnotice: () => {} })
+  t.teardown(() => admin.end())
+  const waitingInsert = "from pg_stat_activity where wait_event_type = 'Lock' and query like 'insert%'"
+  let lost = 0
+  // PgBouncer may hand over a server connection it has not yet found dead: that sign-up fails
+  // at once ("server conn crashed?"), with the same 503, and another round follows.
+  for (let round = 1; lost < 3 && round <= 6; round++) {
+    const locked = admin.begin(async (tx) => {
+      await tx`lock table users in access exclusive mode`
+      await new Promise((resolve) => setTimeout(resolve, 4000))
+    })
+    await new Promise((resolve) => setTimeout(resolve, 200))
+    let answered = false
+    const answer = signup(app, `lost${round}`).finally(() => { answered = true })
+    await until('the sign-up waits for the lock, or is answered', async () => answered || (await primary.query(`select 1 ${waitingInsert}`)).length > 0)
+    if (!answered && (await primary.query(`select pg_terminate_backend(pid) as ok ${waitingInsert}`)).length === 1) lost++
+    const failed = await answer
+    t.strictSame([failed.statusCode, failed.json()], [503, { statusCode: 503, error: 'Service Unavailable', message: 'Servicio no disponible' }], `round ${round}`)
+    await locked
+  }
+  t.equal(lost, 3, 'three transactions lost their server connection')
+  const after = await Promise.all(Array.from({ length: 6 }, (_, i) => signup(app, `after${i}`)))
+  t.strictSame(after.map((a) => a.statusCode), [201, 201, 201, 201, 201, 201], `every connection of the pool works: ${after.map((a) => a.body).join(' ')}`)
+  t.strictSame(await primary.query("select username from users where username like 'lost%'"), [], 'the lost transactions left no row')
 })

@@ -2,7 +2,7 @@ import postgres from 'postgres'
 import t, { type Test } from 'tap'
 import { parseDatabaseUrl } from '../../src/config/database-url.js'
 import { createConnector } from '../../src/db/connector.js'
-import { copyOut, failWaiting, onConnection, type PendingQuery } from '../../src/db/postgres-internals.js'
+import { assertDriverPatched, closeAtOnce, copyOut, failWaiting, onConnection, type PendingQuery } from '../../src/db/postgres-internals.js'
 import { clientOptions } from '../../src/db/postgres-options.js'
 
 // Canaries for src/db/postgres-internals.ts: each fails when a postgres.js upgrade changes what
@@ -49,4 +49,66 @@ t.test('a connection closed at once after an answer is not handed to the next qu
   connector.dropLastAnswered()
   const [{ pid: next }] = await sql`select pg_backend_pid() as pid`
   t.not(next, pid, 'the next query ran on a new connection, and did not fail')
+})
+
+// patches/postgres+3.4.9.patch: the four faults of postgres.js 3.4.9 it mends, each shown here.
+
+t.test('a reserved connection whose server went away fails its next statements instead of the process (porsager/postgres#1208)', { skip }, async (t) => {
+  // As in the issue: a plain client. (With the service's max_pipeline 0, a statement issued between
+  // the socket's error and its close would wait in the reservation's own queue for good:
+  // src/db/transactions.ts issues none after a connection's failure.)
+  const sql = postgres(process.env.TEST_DATABASE_URL!, { max: 2, onnotice: () => {} })
+  const admin = postgres(process.env.TEST_DATABASE_URL!, { max: 1, onnotice: () => {} })
+  t.teardown(() => Promise.all([sql.end({ timeout: 1 }), admin.end()]))
+  const reserved = await sql.reserve()
+  const [{ pid }] = await reserved`select pg_backend_pid() as pid`
+  await admin`select pg_terminate_backend(${pid})`
+  // The first may meet the reset itself (ECONNRESET); both fail, neither waits for good.
+  const outcomes = []
+  for (let i = 0; i < 2; i++) {
+    const settled = reserved`select 1`.then(() => 'answered', (error) => ['CONNECTION_CLOSED', 'ECONNRESET'].includes(error.code) ? 'connection lost' : error.code)
+    outcomes.push(await Promise.race([settled, new Promise((resolve) => setTimeout(() => resolve('no answer within 3 s'), 3000))]))
+  }
+  t.strictSame(outcomes, ['connection lost', 'connection lost'])
+})
+
+t.test('a write pending when its connection closes goes with it: the connection opens anew and answers', { skip }, async (t) => {
+  const { sql, connector } = client(t)
+  await sql`select 1`
+  const socket = connector.lastAnswered()!
+  const lost = (sql.unsafe('select 2') as unknown as PendingQuery & { execute (): unknown })
+  const settled = lost.then(() => 'answered', (error) => error.code)
+  lost.execute()
+  // postgres.js sends it from an immediate of its own, queued after this one.
+  setImmediate(() => closeAtOnce(socket))
+  t.equal(await settled, 'CONNECTION_CLOSED')
+  const next = await Promise.race([sql`select 3 as n`.then((rows) => [...rows]), new Promise((resolve) => setTimeout(() => resolve('no answer within 3 s'), 3000))])
+  t.strictSame(next, [{ n: 3 }], 'nothing of the lost write is sent before the next startup message')
+})
+
+t.test('with several hosts, a connection\'s first query fails when its server goes away, and leaves nothing to the next one', { skip }, async (t) => {
+  const url = new URL(process.env.TEST_DATABASE_URL!)
+  const target = parseDatabaseUrl(`${url.protocol}//${url.username}@${url.host},${url.host}${url.pathname}`)
+  const connector = createConnector(target, { connectTimeoutMs: 1000, answerDeadlineMs: 6000 })
+  const applicationName = `ums-canary-${process.pid}-${Date.now()}`
+  const sql = postgres({ ...clientOptions(target, connector, { applicationName }), max: 1, ...{ max_pipeline: 0 } as object })
+  t.teardown(async () => { connector.stop(); await sql.end({ timeout: 1 }) })
+  const admin = postgres(process.env.TEST_DATABASE_URL!, { max: 1, onnotice: () => {} })
+  t.teardown(() => admin.end())
+  const first = sql`select pg_sleep(5)`.then(() => 'answered', (error) => error.code)
+  for (const deadline = Date.now() + 5000; Date.now() < deadline;) {
+    if ((await admin`select 1 from pg_stat_activity where application_name = ${applicationName} and query like 'select pg_sleep%'`).length > 0) break
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+  await admin`select pg_terminate_backend(pid) from pg_stat_activity where application_name = ${applicationName}`
+  const outcome = await Promise.race([first, new Promise((resolve) => setTimeout(() => resolve('still waiting after 2 s'), 2000))])
+  t.equal(outcome, 'CONNECTION_CLOSED', 'failed, not kept for the next host')
+  const next = await Promise.race([sql`select 42 as n`.then((rows) => [...rows], (error) => `${error.code} ${error.message}`), new Promise((resolve) => setTimeout(() => resolve('no answer within 3 s'), 3000))])
+  t.strictSame(next, [{ n: 42 }], 'the next query gets its own answer, not the lost one\'s error or rows')
+})
+
+t.test('the service refuses to run on an unpatched postgres.js, saying how to patch it', async (t) => {
+  t.doesNotThrow(() => assertDriverPatched(), 'installed by npm ci, patched')
+  const unpatched = '  function error(err) {\n    if (connection.queue === queues.connecting && options.host[retries + 1])'
+  t.throws(() => assertDriverPatched(unpatched), { message: 'postgres.js is not patched (patches/postgres+3.4.9.patch): install with `npm ci`, which applies it, not with --ignore-scripts; or run `npx patch-package`' })
 })
