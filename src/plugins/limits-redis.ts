@@ -21,7 +21,10 @@ export interface LimitsRedisOptions {
 
 /**
  * Small timeouts and no offline queue: a Redis that is down or slow must turn into an error
- * within a fraction of a second, so the limits can fall back instead of holding logins.
+ * within a fraction of a second, so the limits can fall back instead of holding logins. A
+ * connection that hears nothing for a second after a command is replaced (ioredis's
+ * `socketTimeout`): a command timing out leaves its connection open, and one whose path went
+ * silent (a balancer or NAT that lost its state) would otherwise stay in use for good.
  */
 async function connectLimitsRedis (url: string, log: FastifyBaseLogger): Promise<Redis> {
   const warn = throttledWarning(log, 'Redis for the abuse limits is unavailable; counting in this instance until it is back')
@@ -31,6 +34,7 @@ async function connectLimitsRedis (url: string, log: FastifyBaseLogger): Promise
     lazyConnect: true,
     connectTimeout: 500,
     commandTimeout: 250,
+    socketTimeout: 1000,
     enableOfflineQueue: false,
     maxRetriesPerRequest: 0,
     retryStrategy: (times) => Math.min(times * 200, 2000)

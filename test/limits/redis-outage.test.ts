@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { buildApp, type App } from '../../src/app.js'
 import { assertBadCredentials, assertSignedUp, captureLog, createTestDatabase, seedAccounts, testConfig, testDatabases, uniqueUser, type DatabaseKind } from '../helper.js'
 import { ownRedisSkip, startOwnRedis } from './own-redis.js'
+import { createTcpProxy } from '../support/tcp-proxy.js'
 
 const tooMany = { statusCode: 429, error: 'Too Many Requests', message: 'Demasiados intentos, inténtelo más tarde' }
 const badCredentials = { statusCode: 401, error: 'Unauthorized', message: 'Credenciales inválidas' }
@@ -107,6 +108,29 @@ for (const kind of testDatabases()) {
       redis.resume()
       await sleep(200)
       assertLoggedIn(await login(app, user.password, '203.0.113.50'), 'once Redis answers again, not 503 for attempts long answered')
+    })
+
+    t.test('a Redis connection that goes silent is replaced: shared counting resumes once the path is back', async (t) => {
+      const redis = await startOwnRedis(t)
+      const proxy = await createTcpProxy({ host: '127.0.0.1', port: Number(new URL(redis.url).port) })
+      t.teardown(proxy.close)
+      const { apps: [app] } = await instances(t, kind, 1, `redis://127.0.0.1:${proxy.port}`)
+      const keys = async () => (await redis.client().keys('ums-own:*')).length
+      assertBadCredentials(t, await login(app, 'Wrong12345', '203.0.113.60'))
+      const before = await keys()
+      t.ok(before > 0, 'a failure is counted in Redis')
+      // The connection stays open and everything sent on it is lost, as behind a balancer or NAT that lost its state.
+      await proxy.cut('half-open')
+      assertBadCredentials(t, await timed(t, 'silent Redis', () => login(app, 'Wrong12345', '203.0.113.61')), 'counted in this instance meanwhile')
+      await proxy.restore()
+      // Redis is reachable again, but not through the frozen connection.
+      let counted = false
+      for (let i = 0; i < 30 && !counted; i++) {
+        assertBadCredentials(t, await login(app, 'Wrong12345', `203.0.113.${70 + i}`), `after the path is back, attempt ${i + 1}`)
+        counted = (await keys()) > before
+        if (!counted) await sleep(200)
+      }
+      t.ok(counted, 'failures are counted in Redis again within seconds')
     })
 
     t.test('on a Redis Cluster node, the keys of one decision share a slot: the script runs, and counts are shared', async (t) => {
