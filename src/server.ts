@@ -61,6 +61,7 @@ closeWithGrace({
 }, async ({ signal, err }) => {
   // Readiness answers 503 from now on, so the balancer stops sending new clients here...
   shuttingDown = true
+  app.beginDrain()
   if (err) app.log.fatal({ err }, 'uncaught exception: draining, then exit 1')
   logSecurityEvent(app.log, 'sys_shutdown', { reason: err ? 'uncaught exception' : signal ?? 'exit', drainMs: config.shutdownDrainMs })
   // ...while the API keeps serving until the balancer has noticed.

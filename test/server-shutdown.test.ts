@@ -101,6 +101,8 @@ t.test('production on PostgreSQL: not ready at once, serving through the drain, 
   t.equal(created.status, 201)
   t.strictSame(created.json(), { id: 1, username: 'drainer', email: 'drainer@example.com' })
   const login = await heldLogin(server.port, user)
+  const keepAlive = { headers: { connection: 'keep-alive' } }
+  t.equal((await http(server.port, 'GET', '/users/me', keepAlive)).headers.connection, 'keep-alive', 'before the signal, connections are kept')
 
   const signalAt = Date.now()
   server.child.kill('SIGTERM')
@@ -108,10 +110,13 @@ t.test('production on PostgreSQL: not ready at once, serving through the drain, 
   const live = await http(server.managementPort!, 'GET', '/health/live')
   t.equal(live.status, 200, 'the process is still alive')
   t.strictSame(live.json(), { status: 'up' })
-  const duringDrain = await http(server.port, 'GET', '/users/me')
+  const duringDrain = await http(server.port, 'GET', '/users/me', keepAlive)
   t.ok(Date.now() - signalAt < drainMs, 'asked within the drain')
   t.equal(duringDrain.status, 401, 'the API keeps serving new connections during the drain')
   t.strictSame(duringDrain.json(), { statusCode: 401, error: 'Unauthorized', message: 'Token ausente' })
+  // So the balancer's next request opens a connection, to an instance it still sends to, instead
+  // of racing the listener's close on one kept idle here (a POST is not retried).
+  t.equal(duringDrain.headers.connection, 'close', 'during the drain every answer closes its connection')
 
   await until('API listener closed', () => refused(server.port), drainMs + 3000)
   const closedAt = Date.now() - signalAt

@@ -7,11 +7,19 @@ import { messages } from '../http/messages.js'
 // Node's own test of the header (lib/_http_server.js).
 const CONTINUE = /(?:^|\W)100-continue(?:$|\W)/i
 
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The shutdown drain began: answers close their connections from now on. */
+    beginDrain: () => void
+  }
+}
+
 /**
  * CONTRACT §7's HTTP edges: an answer sent before the body was read closes the connection
  * instead of letting Node drain the body (its default, to keep the connection alive);
  * `100 Continue` is sent only once the request passed the token check and its route exists;
- * requests that arrive while the instance closes get the contract's 503.
+ * answers close their connections from the start of the shutdown drain; requests that arrive
+ * while the instance closes get the contract's 503.
  */
 export default fp(async function httpEdgesPlugin (app) {
   // With a listener, Node no longer answers `100 Continue` by itself: the preParsing hook does,
@@ -22,6 +30,11 @@ export default fp(async function httpEdgesPlugin (app) {
   // CONNECT is no method of this service; Node would close the connection without a word.
   app.server.on('connect', (_req, socket: Socket) => refuse(app, socket, 400, messages.invalidRequest, 'CONNECT'))
 
+  // From SIGTERM (server.ts) every answer ends its connection: the balancer's next request opens
+  // one, to an instance it still sends to, instead of racing the listener's close on one kept
+  // idle here. And once closing, the close need not wait for keep-alives to idle out.
+  let draining = false
+  app.decorate('beginDrain', () => { draining = true })
   // Fastify's own answer while closing (return503OnClosing) is an English body without our headers.
   let closing = false
   app.addHook('preClose', async () => { closing = true })
@@ -43,8 +56,7 @@ export default fp(async function httpEdgesPlugin (app) {
   })
 
   app.addHook('onSend', (request, reply, payload, done) => {
-    // Once closing, every answer ends its connection: the close need not wait for keep-alives to idle out.
-    if (closing) reply.header('connection', 'close')
+    if (draining || closing) reply.header('connection', 'close')
     // `complete` is Node's: false while body bytes are still to come (light-my-request leaves it unset).
     if (request.raw.complete === false) {
       reply.header('connection', 'close')
