@@ -46,7 +46,8 @@ export class StartTimeoutError extends Error {
  * replaces its own connect entirely (src/db/postgres-internals.ts names what we rely on):
  * - the host: each connection attempt takes the next host of the URL, hosts that just failed
  *   last, so postgres.js's `target_session_attrs` check, which closes a standby and asks again,
- *   walks the list until it finds the primary, after a fail-over too;
+ *   walks the list until it finds the primary, after a fail-over too (with `any`, the first
+ *   host that answers, in the URL's order);
  * - TLS: negotiated here with libpq's `sslmode` (postgres.js is told none), so the socket
  *   postgres.js writes to is the one carrying the plain protocol, whatever the transport;
  * - the answer deadline (src/db/answer-watch.ts), on the socket that carries the protocol.
@@ -90,7 +91,9 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
   function attemptOrder (): number[] {
     const at = now()
     const turn = target.hosts.map((_host, i) => (cursor + i) % target.hosts.length)
-    cursor = (cursor + 1) % target.hosts.length
+    // `any` takes the first host that answers, in the URL's order, as libpq does: turning would
+    // spread connections, and writes, over a standby listed second.
+    if (target.targetSessionAttrs !== 'any') cursor = (cursor + 1) % target.hosts.length
     const rank = (i: number): [number, number] => avoidUntil[i] > at ? [2, avoidUntil[i]] : at - refusedWriteAt[i] < AVOID_MS ? [1, refusedWriteAt[i]] : [0, 0]
     // A stable sort: free hosts keep their turn.
     return turn.sort((a, b) => {
