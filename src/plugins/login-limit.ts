@@ -74,7 +74,7 @@ export default fp<{ config: Config }>(async function loginLimitPlugin (app, { co
       }
       if (verdict.status === 'busy') {
         requestSecurityEvent(request, 'excess_rate_limit_exceeded', { emailHmac, reason: `login in flight: ${verdict.limit}` })
-        throw new ServiceUnavailableError()
+        throw Object.assign(new ServiceUnavailableError(), { reason: `login attempts in flight fill the ${verdict.limit} counter` })
       }
       const { attempt } = verdict
       return {

@@ -6,7 +6,7 @@ const DRIZZLE_WRAPPERS = new Set(['DrizzleQueryError', 'DrizzleError', 'Transact
 // DrizzleQueryError: query, params; postgres.js: query, parameters (non-enumerable); PostgreSQL: detail, severity.
 const DATABASE_ERROR_FIELDS = ['query', 'params', 'parameters', 'detail', 'severity']
 /** What an error may say about itself in a log line: codes and names, never a value. */
-const SAFE_FIELDS = ['code', 'errno', 'syscall', 'address', 'port', 'hostname', 'statusCode'] as const
+const SAFE_FIELDS = ['code', 'errno', 'syscall', 'address', 'port', 'hostname', 'statusCode', 'reason'] as const
 
 type ErrorLike = Record<string, unknown> & { name?: unknown, message?: unknown, stack?: unknown, cause?: unknown }
 

@@ -82,7 +82,7 @@ export const MAX_LOGIN_PASSWORD = 128
  */
 export function createPasswordManager ({ cost, concurrency, onTiming }: PasswordManagerOptions): PasswordManager {
   const options = argon2Options(cost)
-  const limit = createWorkQueue({ concurrency, maxQueue: 64, maxWaitMs: 2000 })
+  const limit = createWorkQueue({ concurrency, maxQueue: 64, maxWaitMs: 2000, name: 'argon2 queue' })
   // A hashing slot, then the work, timed for the metrics; in a span with both times when tracing.
   const inSlot = <T>(operation: 'hash' | 'verify', work: () => Promise<T>): Promise<T> => {
     const queued = performance.now()

@@ -7,6 +7,8 @@ export interface WorkQueueOptions {
   readonly maxQueue: number
   /** Longest wait for a slot before the job is refused. */
   readonly maxWaitMs: number
+  /** What the jobs are, in the refusal's `reason` (the log's cause). */
+  readonly name: string
 }
 
 export type WorkQueue = <T>(job: () => Promise<T>) => Promise<T>
@@ -17,7 +19,9 @@ interface Waiter { start: () => void, timer: NodeJS.Timeout }
  * Bounds expensive work (argon2): a flood of logins turns into fast 503s instead of a
  * queue that grows without end and starves every other request of the thread pool.
  */
-export function createWorkQueue ({ concurrency, maxQueue, maxWaitMs }: WorkQueueOptions): WorkQueue {
+export function createWorkQueue ({ concurrency, maxQueue, maxWaitMs, name }: WorkQueueOptions): WorkQueue {
+  // The 503 says why in the log: a full queue is load, not a fault.
+  const refused = (reason: string) => Object.assign(new ServiceUnavailableError(), { reason: `${name}: ${reason}` })
   let running = 0
   const queue: Waiter[] = []
 
@@ -26,13 +30,13 @@ export function createWorkQueue ({ concurrency, maxQueue, maxWaitMs }: WorkQueue
       running++
       return undefined
     }
-    if (queue.length >= maxQueue) return Promise.reject(new ServiceUnavailableError())
+    if (queue.length >= maxQueue) return Promise.reject(refused(`all ${concurrency} running, ${maxQueue} waiting`))
     return new Promise((resolve, reject) => {
       const waiter: Waiter = {
         start: resolve,
         timer: setTimeout(() => {
           queue.splice(queue.indexOf(waiter), 1)
-          reject(new ServiceUnavailableError())
+          reject(refused(`no slot within ${maxWaitMs} ms`))
         }, maxWaitMs)
       }
       queue.push(waiter)

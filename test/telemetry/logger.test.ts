@@ -8,6 +8,7 @@ import { users } from '../../src/db/schema.js'
 import { newUserRow } from '../../src/users/users-repository.js'
 import { baseLoggerOptions, deferredChildLogger, loggerOptions } from '../../src/telemetry/logger.js'
 import { describeError, describeFailure } from '../../src/telemetry/error-description.js'
+import { ServiceUnavailableError } from '../../src/http/errors.js'
 import { buildApp } from '../../src/app.js'
 import { openMigratedPglite } from '../../src/db/snapshot.js'
 import { build, captureLog, createTestDatabase, seedAccounts, testConfig, testDatabases } from '../helper.js'
@@ -76,6 +77,8 @@ t.test('other errors keep their message and stack; a cause from the database sil
   t.equal(describeError(plain).stack, plain.stack)
   const system = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED', errno: -111, syscall: 'connect', address: '127.0.0.1', port: 5432, secret: 'x' })
   t.strictSame(describeError(system, false), { type: 'Error', message: 'connect ECONNREFUSED 127.0.0.1:5432', code: 'ECONNREFUSED', errno: -111, syscall: 'connect', address: '127.0.0.1', port: 5432 }, 'only the known fields')
+  const refused = Object.assign(new ServiceUnavailableError(), { reason: 'argon2 queue: no slot within 2000 ms' })
+  t.strictSame(describeError(refused, false), { type: 'FastifyError', message: 'Servicio no disponible', code: 'UMS_SERVICE_UNAVAILABLE', statusCode: 503, reason: 'argon2 queue: no slot within 2000 ms' }, 'a 503 of our own says why')
   const wrapped = new Error('lookup of a@example.com failed', { cause: Object.assign(new Error('relation "users" does not exist'), { severity: 'ERROR', code: '42P01' }) })
   t.strictSame(describeError(wrapped, false), { type: 'Error', message: WITHHELD, cause: { type: 'Error', message: WITHHELD, code: '42P01' } })
   t.strictSame(describeError('a reason', false), { type: 'string', message: 'a reason' })

@@ -2,10 +2,10 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
 import { createWorkQueue } from '../../src/users/work-queue.js'
 
-const unavailable = (error: unknown) => (error as { code?: string }).code
+const unavailable = (error: unknown) => `${(error as { code?: string }).code}: ${(error as { reason?: string }).reason}`
 
 t.test('at most `concurrency` jobs run; the next waits and gets the slot of the one that ends', async (t) => {
-  const run = createWorkQueue({ concurrency: 2, maxQueue: 4, maxWaitMs: 1000 })
+  const run = createWorkQueue({ concurrency: 2, maxQueue: 4, maxWaitMs: 1000, name: 'test queue' })
   let running = 0
   let most = 0
   const job = (ms: number, value: number) => run(async () => {
@@ -19,13 +19,13 @@ t.test('at most `concurrency` jobs run; the next waits and gets the slot of the 
 })
 
 t.test('beyond the queue a job is refused at once; past the wait, refused too; a failing job frees its slot', async (t) => {
-  const run = createWorkQueue({ concurrency: 1, maxQueue: 1, maxWaitMs: 100 })
+  const run = createWorkQueue({ concurrency: 1, maxQueue: 1, maxWaitMs: 100, name: 'test queue' })
   const long = run(() => sleep(300, 'long'))
   const waiting = run(async () => 'waited').catch(unavailable)
   const started = Date.now()
-  t.equal(await run(async () => 'never').catch(unavailable), 'UMS_SERVICE_UNAVAILABLE', 'the queue is full: refused')
+  t.equal(await run(async () => 'never').catch(unavailable), 'UMS_SERVICE_UNAVAILABLE: test queue: all 1 running, 1 waiting', 'the queue is full: refused, saying so')
   t.ok(Date.now() - started < 50, 'at once')
-  t.equal(await waiting, 'UMS_SERVICE_UNAVAILABLE', 'waited past maxWaitMs: refused')
+  t.equal(await waiting, 'UMS_SERVICE_UNAVAILABLE: test queue: no slot within 100 ms', 'waited past maxWaitMs: refused, saying so')
   t.equal(await long, 'long')
   await t.rejects(run(async () => { throw new Error('job failed') }), { message: 'job failed' })
   t.equal(await run(async () => 'free again'), 'free again', 'the failed job gave its slot back')
