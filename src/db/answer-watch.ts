@@ -2,9 +2,20 @@ import type { Socket } from 'node:net'
 
 interface Watched {
   readonly socket: Socket
+  /** The server, as the log names it: host:port. */
+  readonly server: string
   /** When the client last wrote with no answer since; null while nothing is awaited. */
   awaitingSince: number | null
   lastRead: number
+}
+
+/** Why a socket that awaited an answer past the deadline was destroyed: its queries fail with it (503). */
+export class NoAnswerError extends Error {
+  readonly code = 'UMS_DB_NO_ANSWER'
+  constructor (server: string, ms: number) {
+    super(`no answer from ${server} within ${ms} ms: connection destroyed`)
+    this.name = 'NoAnswerError'
+  }
 }
 
 export interface AnswerWatchOptions {
@@ -17,7 +28,7 @@ export interface AnswerWatchOptions {
  * The answer deadline of the database sockets. PostgreSQL answers everything it is sent, and
  * statement_timeout makes it answer within 5 s, so a socket that has awaited an answer past the
  * deadline sits on a dead network path (a partition, a fail-over: half-open). Destroying it
- * makes postgres.js fail its query with CONNECTION_CLOSED (503) and open a new connection for
+ * makes postgres.js fail its query with a NoAnswerError (503) and open a new connection for
  * the next one, where returning it to the pool would hang every later query. Idle sockets that
  * have heard nothing since the dead one started waiting are on the same dead path: they go too.
  * A socket is watched through its own `write` and `data`: the one carrying the plain protocol,
@@ -27,8 +38,8 @@ export function createAnswerWatch ({ answerDeadlineMs, now = Date.now }: AnswerW
   const sockets = new Map<Socket, Watched>()
   let lastAnswered: Socket | undefined
 
-  function watch (socket: Socket): Socket {
-    const state: Watched = { socket, awaitingSince: null, lastRead: now() }
+  function watch (socket: Socket, server: string): Socket {
+    const state: Watched = { socket, server, awaitingSince: null, lastRead: now() }
     sockets.set(socket, state)
     const write = socket.write.bind(socket) as (...args: unknown[]) => boolean
     socket.write = ((...args: unknown[]) => {
@@ -57,7 +68,8 @@ export function createAnswerWatch ({ answerDeadlineMs, now = Date.now }: AnswerW
       const stuck = state.awaitingSince !== null && at - state.awaitingSince >= answerDeadlineMs
       const silentIdle = state.awaitingSince === null && state.lastRead < since
       if (stuck || silentIdle) {
-        state.socket.destroy()
+        // A stuck socket's query fails with the reason, which the log then gives.
+        state.socket.destroy(stuck ? new NoAnswerError(state.server, answerDeadlineMs) : undefined)
         destroyed++
       }
     }

@@ -112,7 +112,7 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
     })
     // postgres.js listens for errors once it has the socket; until then one must not crash the process.
     socket.on('error', () => {})
-    return answers.watch(socket)
+    return answers.watch(socket, describeHost(target.hosts[hostIndex]))
   }
 
   /**

@@ -8,7 +8,7 @@ t.test('a lost connection is the database\'s fault, whatever wraps it; a SQLSTAT
   // A role that may no longer log in, a database gone, a certificate that no longer verifies: the
   // database is out of reach for every request alike (503), not one request's bug (500).
   for (const code of ['EPIPE', 'ECONNRESET', 'ECONNREFUSED', 'CONNECTION_CLOSED', 'UMS_DB_ACQUIRE_TIMEOUT', 'ENETUNREACH', 'EAI_AGAIN',
-    'ERR_TLS_CERT_ALTNAME_INVALID', 'UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'SELF_SIGNED_CERT_IN_CHAIN', 'DEPTH_ZERO_SELF_SIGNED_CERT', 'CERT_HAS_EXPIRED', 'UMS_DB_TLS_REFUSED']) {
+    'ERR_TLS_CERT_ALTNAME_INVALID', 'UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'SELF_SIGNED_CERT_IN_CHAIN', 'DEPTH_ZERO_SELF_SIGNED_CERT', 'CERT_HAS_EXPIRED', 'UMS_DB_TLS_REFUSED', 'UMS_DB_NO_ANSWER']) {
     t.equal(databaseUnavailable(wrapped(Object.assign(new Error('x'), { code }))), true, code)
   }
   // 42P01, 42703: a schema behind the code, until `migrate` runs (test/db/migrations-off.test.ts).
