@@ -1,7 +1,6 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import { ROLES } from './roles.js'
-import { USERNAME_BLANK, USERNAME_CHARACTERS, USERNAME_LENGTH } from '../schemas/user-rules.js'
-import { MAX_EMAIL_LENGTH } from '../http/validation.js'
+import { MAX_EMAIL_LENGTH, USERNAME_BLANK, USERNAME_CHARACTERS, USERNAME_LENGTH } from './user-rules.js'
 
 // "Blank" is part of "missing" in CONTRACT §4; `type: 'string'` inside keeps a number from
 // also being reported as blank. The errors plugin maps each keyword to its message.

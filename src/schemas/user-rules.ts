@@ -10,6 +10,16 @@ export function normalizeEmail (email: string): string {
   return email.toLowerCase()
 }
 
+export const MAX_EMAIL_LENGTH = 254
+
+// Linear: every quantified group is separated from the next by a character it cannot match.
+const EMAIL = /^[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+$/
+
+/** The e-mail check of CONTRACT §4: the length cap first, then a regular expression without backtracking blow-ups. */
+export function isEmail (value: string): boolean {
+  return value.length <= MAX_EMAIL_LENGTH && EMAIL.test(value)
+}
+
 
 /** Usernames are stored in NFC, and their length counts this form's code points. */
 export function normalizeUsername (username: string): string {

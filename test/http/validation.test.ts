@@ -1,5 +1,6 @@
 import t from 'tap'
-import { compileBodyValidator, isEmail } from '../../src/http/validation.js'
+import { compileBodyValidator } from '../../src/http/validation.js'
+import { isEmail } from '../../src/schemas/user-rules.js'
 import { SignupBody } from '../../src/schemas/users.js'
 
 t.test('the e-mail check: the length cap first, then a linear pattern', async (t) => {
