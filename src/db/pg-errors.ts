@@ -90,7 +90,7 @@ export class AcquireTimeoutError extends Error {
   }
 }
 
-/** A health-check query that did not answer in time. */
+/** A query that did not answer in time: a health check past its own bound, a statement cancelled past statement_timeout. */
 export class DatabaseTimeoutError extends Error {
   readonly code = 'UMS_DB_TIMEOUT'
   constructor (ms: number) {

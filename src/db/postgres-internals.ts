@@ -27,6 +27,8 @@ export function assertDriverPatched (connection = readFileSync(new URL('connecti
  * src/connection.js and src/query.js, patched; test/db/postgres-internals.test.ts fails when an
  * upgrade changes any of it):
  * - a query's `state` is null until a connection takes it;
+ * - `cancel()` on a query on a connection sends a CancelRequest and leaves the query to settle
+ *   through `resolve` or `reject`, which may be replaced first;
  * - `cancel()` on a query still waiting removes it from the queue and rejects it through
  *   `reject`, which may be replaced first to reject with an error of ours; a connection that
  *   was opening for that query (its first) keeps it through every host it tries and, once
@@ -54,6 +56,17 @@ export function failWaiting (query: PendingQuery, error: Error): void {
   const reject = query.reject
   query.reject = () => reject(error)
   query.cancel()
+}
+
+/**
+ * Cancels a query that is on a connection (postgres.js's documented `cancel()`, which sends the
+ * server a CancelRequest), failing it with `error` whatever the server answers: a commit whose
+ * wait for a synchronous standby is cancelled succeeds locally, unreplicated, and must not be
+ * acknowledged as if it had been (`resolve` is replaced as `reject` is in failWaiting).
+ */
+export function cancelRunning (query: PendingQuery, error: Error): void {
+  query.resolve = () => query.reject(error)
+  Promise.resolve(query.cancel()).catch(() => {})
 }
 
 /**

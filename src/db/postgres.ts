@@ -2,15 +2,15 @@ import { drizzle } from 'drizzle-orm/postgres-js'
 import postgres from 'postgres'
 import * as schema from './schema.js'
 import type { PublicUser } from './schema.js'
-import { AcquireTimeoutError, refusesWrites } from './pg-errors.js'
+import { AcquireTimeoutError, DatabaseTimeoutError, refusesWrites } from './pg-errors.js'
 import { createTransactions } from './transactions.js'
 import { withTimeout, type Database } from './database.js'
 import { createArrivalQueue } from '../http/arrival-queue.js'
 import { parseDatabaseUrl } from '../config/database-url.js'
-import { ANSWER_DEADLINE_MS, CONNECT_TIMEOUT_MS, acceptsStartupTimeouts, clientOptions } from './postgres-options.js'
+import { ANSWER_DEADLINE_MS, CONNECT_TIMEOUT_MS, STATEMENT_TIMEOUT_MS, acceptsStartupTimeouts, clientOptions } from './postgres-options.js'
 import { MIGRATION_STATE_SQL, USERS_BY_IDS_SQL, userCopyPageSql } from './queries.js'
 import { createConnector } from './connector.js'
-import { assertDriverPatched, copyOut, failWaiting, onConnection, type PendingQuery } from './postgres-internals.js'
+import { assertDriverPatched, cancelRunning, copyOut, failWaiting, onConnection, type PendingQuery } from './postgres-internals.js'
 
 /** How often queries are checked for the acquire timeout: each fails within this much of it. */
 const ACQUIRE_SWEEP_MS = 100
@@ -59,6 +59,7 @@ export async function connectPostgres (options: PostgresOptions): Promise<Databa
   // The queries in flight, oldest first, each with the time it was asked for (not a Map: see
   // src/http/arrival-queue.ts). Statements in transactions of their own are transactions.ts's.
   const inFlight = createArrivalQueue<PendingQuery>()
+  const cancelled = new WeakSet<PendingQuery>()
   let acquireTimeouts = 0
 
   // postgres.js has no acquire timeout: a query waits in its queue for as long as the
@@ -79,6 +80,17 @@ export async function connectPostgres (options: PostgresOptions): Promise<Databa
     // not using that connection (a failed first query, src/db/postgres-internals.ts). Closed, it
     // goes back to the pool, which opens it anew for the next query.
     if (failed > 0) connector.closeIdleSince(askedBefore)
+    // A statement unanswered past statement_timeout waits where that bound does not reach (a
+    // commit waiting for a synchronous standby that is gone). Cancelled before the answer
+    // deadline destroys its socket, its backend stops waiting too, rather than for good; the
+    // request fails either way (503).
+    inFlight.sweep(Date.now() - STATEMENT_TIMEOUT_MS - ACQUIRE_SWEEP_MS * 3, (query) => {
+      if (onConnection(query) && !cancelled.has(query)) {
+        cancelled.add(query)
+        cancelRunning(query, new DatabaseTimeoutError(STATEMENT_TIMEOUT_MS))
+      }
+      return 'keep'
+    })
   }, ACQUIRE_SWEEP_MS)
   acquireSweep.unref()
 
