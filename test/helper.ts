@@ -127,9 +127,16 @@ export async function assertSignedUp (t: Test, app: App, response: Answer, accou
 }
 
 /** A refused login: 401 with exactly the contract's body, the same for a wrong password and an unknown e-mail. */
+/** The contract's bodies the tests compare answers with, written out here rather than read from src/. */
+export const errorBodies = {
+  badCredentials: { statusCode: 401, error: 'Unauthorized', message: 'Credenciales inválidas' },
+  tooMany: { statusCode: 429, error: 'Too Many Requests', message: 'Demasiados intentos, inténtelo más tarde' },
+  unavailable: { statusCode: 503, error: 'Service Unavailable', message: 'Servicio no disponible' }
+}
+
 export function assertBadCredentials (t: Test, response: Answer, message = 'wrong credentials'): void {
   t.equal(response.statusCode, 401, message)
-  t.strictSame(response.json(), { statusCode: 401, error: 'Unauthorized', message: 'Credenciales inválidas' }, `${message}: body`)
+  t.strictSame(response.json(), errorBodies.badCredentials, `${message}: body`)
 }
 
 let counter = 0

@@ -5,7 +5,7 @@ import { buildApp } from '../../src/app.js'
 import { loadConfig } from '../../src/config/index.js'
 import { buildManagementApp } from '../../src/management/management-app.js'
 import { loggerOptions } from '../../src/telemetry/logger.js'
-import { assertSignedUp, captureLog, causeChain, createPostgresDatabase } from '../helper.js'
+import { assertSignedUp, captureLog, causeChain, createPostgresDatabase, errorBodies } from '../helper.js'
 import { TEST_SECRET, freePort, http } from '../server-process.js'
 import { createTcpProxy } from '../support/tcp-proxy.js'
 
@@ -131,7 +131,7 @@ t.test('a log captured through a database outage holds no hash, parameter, e-mai
   t.strictSame({ ...login.json(), token: 'x' }, { id: created.json().id, token: 'x', username: known.username, email: known.email })
 
   await proxy.cut('refuse')
-  const unavailable = { statusCode: 503, error: 'Service Unavailable', message: 'Servicio no disponible' }
+  const { unavailable } = errorBodies
   const attempts = [
     { method: 'POST', url: '/auth/signup', payload: { username: 'leakyname', email: 'secret.person@example.com', password: 'Secreto123' } },
     { method: 'POST', url: '/auth/login', payload: { email: 'unknown.person@example.com', password: 'Secreto123' } },

@@ -1,11 +1,11 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import postgres from 'postgres'
 import t from 'tap'
-import { causeChain, createPostgresDatabase } from '../helper.js'
+import { causeChain, createPostgresDatabase, errorBodies } from '../helper.js'
 import { productionApp } from '../support/production-app.js'
 
 const skip = process.env.TEST_DATABASE_URL ? false : 'TEST_DATABASE_URL is not set: the read-only test needs PostgreSQL'
-const UNAVAILABLE = { statusCode: 503, error: 'Service Unavailable', message: 'Servicio no disponible' }
+const UNAVAILABLE = errorBodies.unavailable
 
 // A demoted primary refuses writes (25006) on sessions that stay open: CONTRACT §2 wants a 503
 // with Retry-After, reads still served, and writes back within 10 s of the server taking them.

@@ -3,11 +3,11 @@ import t, { type Test } from 'tap'
 import type { App } from '../../src/app.js'
 import { users } from '../../src/db/schema.js'
 import { LOGIN_WINDOW_MS } from '../../src/limits/policy.js'
-import { build, captureLog, redisSkipReason, redisPrefix, seedAccounts, testDatabases, TEST_REDIS_URL as REDIS_URL } from '../helper.js'
+import { build, captureLog, errorBodies, redisPrefix, redisSkipReason, seedAccounts, TEST_REDIS_URL as REDIS_URL, testDatabases } from '../helper.js'
+
+const { tooMany, badCredentials } = errorBodies
 
 const LIMITS_ON = { RATE_LIMITS: 'on' }
-const tooMany = { statusCode: 429, error: 'Too Many Requests', message: 'Demasiados intentos, inténtelo más tarde' }
-const badCredentials = { statusCode: 401, error: 'Unauthorized', message: 'Credenciales inválidas' }
 const { user } = seedAccounts
 
 const login = (app: App, email: string, password: string, remoteAddress = '203.0.113.200') =>
@@ -34,7 +34,6 @@ function assertLocked (t: Test, response: Awaited<ReturnType<App['inject']>>, me
   const retryAfter = Number(response.headers['retry-after'])
   t.ok(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= LOGIN_WINDOW_MS / 1000, `Retry-After ${response.headers['retry-after']} is within the window`)
 }
-
 
 const redisSkip = await redisSkipReason('shared counters not tested')
 

@@ -1,10 +1,9 @@
 import t, { type Test } from 'tap'
 import type { App } from '../../src/app.js'
-import { assertBadCredentials, build, testDatabases, uniqueUser } from '../helper.js'
+import { assertBadCredentials, build, errorBodies, testDatabases, uniqueUser } from '../helper.js'
 
-const tooMany = { statusCode: 429, error: 'Too Many Requests', message: 'Demasiados intentos, inténtelo más tarde' }
-const unavailable = { statusCode: 503, error: 'Service Unavailable', message: 'Servicio no disponible' }
-const badCredentials = { statusCode: 401, error: 'Unauthorized', message: 'Credenciales inválidas' }
+const { tooMany, unavailable, badCredentials } = errorBodies
+
 type Answer = Awaited<ReturnType<App['inject']>>
 interface Account { id: number, username: string, email: string, password: string }
 

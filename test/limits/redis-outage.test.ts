@@ -1,12 +1,11 @@
 import t, { type Test } from 'tap'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { buildApp, type App } from '../../src/app.js'
-import { assertBadCredentials, assertSignedUp, captureLog, createTestDatabase, seedAccounts, testConfig, testDatabases, uniqueUser, type DatabaseKind } from '../helper.js'
+import { assertBadCredentials, assertSignedUp, captureLog, createTestDatabase, type DatabaseKind, errorBodies, seedAccounts, testConfig, testDatabases, uniqueUser } from '../helper.js'
 import { ownRedisSkip, startOwnRedis } from './own-redis.js'
 import { createTcpProxy } from '../support/tcp-proxy.js'
 
-const tooMany = { statusCode: 429, error: 'Too Many Requests', message: 'Demasiados intentos, inténtelo más tarde' }
-const badCredentials = { statusCode: 401, error: 'Unauthorized', message: 'Credenciales inválidas' }
+const { tooMany, badCredentials } = errorBodies
 const { user } = seedAccounts
 type Answer = Awaited<ReturnType<App['inject']>>
 

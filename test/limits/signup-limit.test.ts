@@ -2,10 +2,11 @@ import { eq } from 'drizzle-orm'
 import t, { type Test } from 'tap'
 import type { App } from '../../src/app.js'
 import { users } from '../../src/db/schema.js'
-import { build, captureLog, redisSkipReason, redisPrefix, testDatabases, TEST_REDIS_URL as REDIS_URL, uniqueUser } from '../helper.js'
+import { build, captureLog, errorBodies, redisPrefix, redisSkipReason, TEST_REDIS_URL as REDIS_URL, testDatabases, uniqueUser } from '../helper.js'
+
+const { tooMany } = errorBodies
 
 const LIMITS_ON = { RATE_LIMITS: 'on' }
-const tooMany = { statusCode: 429, error: 'Too Many Requests', message: 'Demasiados intentos, inténtelo más tarde' }
 const bodyMissing = { statusCode: 400, error: 'Bad Request', message: 'El cuerpo de la petición es obligatorio' }
 
 /** A sign-up's 201 must be `{ id, username, email }` with the id the database gave the account. */

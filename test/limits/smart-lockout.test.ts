@@ -2,9 +2,10 @@ import { eq, sql } from 'drizzle-orm'
 import t, { type Test } from 'tap'
 import { buildApp, type App } from '../../src/app.js'
 import { familiarAddresses } from '../../src/db/schema.js'
-import { assertBadCredentials, assertSignedUp, createTestDatabase, testConfig, testDatabases } from '../helper.js'
+import { assertBadCredentials, assertSignedUp, createTestDatabase, errorBodies, testConfig, testDatabases } from '../helper.js'
 
-const tooMany = { statusCode: 429, error: 'Too Many Requests', message: 'Demasiados intentos, inténtelo más tarde' }
+const { tooMany } = errorBodies
+
 const bob = { username: 'bob', email: 'bob@example.com', password: 'Secreto123' }
 type Answer = Awaited<ReturnType<App['inject']>>
 

@@ -1,10 +1,9 @@
 import Fastify, { type FastifyServerOptions } from 'fastify'
 import t from 'tap'
 import { dropForgedEntries } from '../../src/plugins/client-address.js'
-import { assertSignedUp, build, captureLog, testDatabases, uniqueUser } from '../helper.js'
+import { assertSignedUp, build, captureLog, errorBodies, testDatabases, uniqueUser } from '../helper.js'
 
-const tooMany = { statusCode: 429, error: 'Too Many Requests', message: 'Demasiados intentos, inténtelo más tarde' }
-const badCredentials = { statusCode: 401, error: 'Unauthorized', message: 'Credenciales inválidas' }
+const { tooMany, badCredentials } = errorBodies
 
 t.test('Fastify ignores a numeric trustProxy (GHSA-3m5p-2c4r-xxw2), which is why TRUST_PROXY refuses hop counts', async (t) => {
   const seen = async (trustProxy: number | string[]) => {

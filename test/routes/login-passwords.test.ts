@@ -2,9 +2,9 @@ import t, { type Test } from 'tap'
 import argon2 from 'argon2'
 import { eq } from 'drizzle-orm'
 import { users } from '../../src/db/schema.js'
-import { build, captureLog, testDatabases, uniqueUser } from '../helper.js'
+import { build, captureLog, errorBodies, testDatabases, uniqueUser } from '../helper.js'
 
-const invalidCredentials = { statusCode: 401, error: 'Unauthorized', message: 'Credenciales inválidas' }
+const invalidCredentials = errorBodies.badCredentials
 /** A login's 200 body with the token masked: `{ id, token, username, email }`, nothing else. */
 const loginAnswer = (row: { id: number, username: string, email: string }) => ({ id: row.id, token: 'x', username: row.username, email: row.email })
 

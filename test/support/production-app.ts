@@ -3,7 +3,7 @@ import { buildApp, type App } from '../../src/app.js'
 import { loadConfig } from '../../src/config/index.js'
 import { loggerOptions } from '../../src/telemetry/logger.js'
 import { buildManagementApp } from '../../src/management/management-app.js'
-import { captureLog } from '../helper.js'
+import { captureLog, errorBodies } from '../helper.js'
 import { TEST_SECRET } from '../server-process.js'
 
 /**
@@ -24,7 +24,7 @@ export async function productionApp (t: Test, databaseUrl: string, env: Record<s
 
 export interface Attempt { username: string, status: number, startedAt: number, ms: number, body: string, retryAfter: unknown }
 
-const UNAVAILABLE = JSON.stringify({ statusCode: 503, error: 'Service Unavailable', message: 'Servicio no disponible' })
+const UNAVAILABLE = JSON.stringify(errorBodies.unavailable)
 
 /** `workers` sign-up loops against `app`, each with a name never used before, until `stop()`. */
 export function signupLoops (app: App, prefix: string, workers = 4) {
