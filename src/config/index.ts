@@ -53,7 +53,8 @@ export interface Config {
 /** Validates the environment and returns the frozen configuration, or throws one ConfigError. */
 export function loadConfig (source: Record<string, string | undefined>): Config {
   // An empty variable means "unset", as in most shells' `VAR= cmd`.
-  const raw = Object.fromEntries(Object.entries(source).filter(([k, v]) => k in EnvSchema.properties && v !== undefined && v !== ''))
+  const given = Object.keys(source).filter((k) => source[k] !== undefined && source[k] !== '')
+  const raw = Object.fromEntries(given.filter((k) => k in EnvSchema.properties).map((k) => [k, source[k]]))
   // Only plain decimals become numbers: "1e3", "0x10" or " 80" stay strings, and fail.
   const values = Object.fromEntries(Object.entries(raw).map(([k, v]) => [k, takesInteger(EnvSchema.properties[k as keyof Env]) && /^(0|[1-9][0-9]{0,14})$/.test(v!) ? Number(v) : v]))
   const error = Value.Errors(EnvSchema, values).First()
@@ -109,7 +110,7 @@ export function loadConfig (source: Record<string, string | undefined>): Config 
       user: { email: env.DEV_USER_EMAIL ?? 'user@example.com', password: env.DEV_USER_PASSWORD ?? 'User12345' }
     }
   }
-  if (production) checkProduction(config, env, source)
+  if (production) checkProduction(config, env, given)
   return deepFreeze(config)
 }
 
@@ -149,7 +150,7 @@ function withoutPassword (value: string): string {
     `${scheme}${userInfo.includes(':') ? `${userInfo.slice(0, userInfo.indexOf(':'))}:***` : userInfo}@`)
 }
 
-function checkProduction (config: Config, env: Env, source: Record<string, string | undefined>): void {
+function checkProduction (config: Config, env: Env, given: string[]): void {
   if (!config.databaseUrl) throw new ConfigError('DATABASE_URL', 'is required in production')
   if (config.jwt.algorithm === 'HS256') {
     checkSecret('JWT_SECRET', env.JWT_SECRET)
@@ -157,7 +158,7 @@ function checkProduction (config: Config, env: Env, source: Record<string, strin
   }
   checkProductionTrustProxy(config.trustProxy)
   // Any DEV_* (CONTRACT §1), not only the seed's four: a development setting the schema does not know is still one.
-  const devVariable = Object.keys(source).find((k) => k.startsWith('DEV_') && source[k] !== undefined && source[k] !== '')
+  const devVariable = given.find((k) => k.startsWith('DEV_'))
   if (devVariable) throw new ConfigError(devVariable, 'must not be set in production (DEV_* variables are for development only)')
   const weak = ([['ARGON2_MEMORY_KIB', 'memoryCost'], ['ARGON2_ITERATIONS', 'timeCost'], ['ARGON2_PARALLELISM', 'parallelism']] as const)
     .find(([, key]) => config.argon2[key] < ARGON2_MINIMUM[key])

@@ -65,15 +65,13 @@ export function createAnswerWatch ({ answerDeadlineMs, now = Date.now }: AnswerW
     if (since === Infinity) return 0
     let destroyed = 0
     for (const state of sockets.values()) {
-      const stuck = state.awaitingSince !== null && at - state.awaitingSince >= answerDeadlineMs
-      const silentIdle = state.awaitingSince === null && state.lastRead < since
-      if (stuck || silentIdle) {
-        // A stuck socket's query fails with the reason, which the log then gives.
-        state.socket.destroy(stuck ? new NoAnswerError(state.server, answerDeadlineMs) : undefined)
+      if (state.awaitingSince !== null && at - state.awaitingSince >= answerDeadlineMs) {
+        // Its query fails with the reason, which the log then gives.
+        state.socket.destroy(new NoAnswerError(state.server, answerDeadlineMs))
         destroyed++
       }
     }
-    return destroyed
+    return destroyed + closeIdleSince(since)
   }
 
   /** Destroys the idle sockets (nothing awaited) that have heard nothing since `before`; returns how many. */

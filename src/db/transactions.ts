@@ -38,21 +38,20 @@ export function createTransactions (client: Sql, connector: Pick<Connector, 'las
       throw new AcquireTimeoutError(acquireTimeoutMs)
     }
     active++
-    // Known once the server answers on this connection: a reaction to that answer runs before
-    // any other socket's data is handled.
+    // Known once the server answers on this connection: a reaction to that answer, success or
+    // refusal, runs before any other socket's data is handled.
     let socket: Socket | undefined
     let reusable = false
     try {
-      await reserved.unsafe(BEGIN_WITH_TIMEOUTS).catch((error: unknown) => {
-        if (refusedInSession(error)) socket = connector.lastAnswered()
-        throw error
-      })
+      await reserved.unsafe(BEGIN_WITH_TIMEOUTS)
       socket = connector.lastAnswered()
       const result = await work(reserved)
       await reserved.unsafe('commit')
       reusable = true
       return result
     } catch (error) {
+      // A BEGIN the server refused: this reaction is to its answer.
+      if (socket === undefined && refusedInSession(error)) socket = connector.lastAnswered()
       if (refusedInSession(error) && socket?.destroyed === false) {
         reusable = await reserved.unsafe('rollback').then(() => true, () => false)
       }

@@ -30,14 +30,14 @@ export default fp(async function httpEdgesPlugin (app) {
   // CONNECT is no method of this service; Node would close the connection without a word.
   app.server.on('connect', (_req, socket: Socket) => refuse(app, socket, 400, messages.invalidRequest, 'CONNECT'))
 
-  // From SIGTERM (server.ts) every answer ends its connection: the balancer's next request opens
-  // one, to an instance it still sends to, instead of racing the listener's close on one kept
-  // idle here. And once closing, the close need not wait for keep-alives to idle out.
+  // From SIGTERM (server.ts), or the close for an app closed without a drain, every answer ends
+  // its connection: the balancer's next request opens one, to an instance it still sends to,
+  // instead of racing the listener's close on one kept idle here.
   let draining = false
   app.decorate('beginDrain', () => { draining = true })
   // Fastify's own answer while closing (return503OnClosing) is an English body without our headers.
   let closing = false
-  app.addHook('preClose', async () => { closing = true })
+  app.addHook('preClose', async () => { closing = draining = true })
   app.addHook('onRequest', (_request, reply, done) => {
     // Before the token check: a request that came during the drain is sent elsewhere, whoever sent it.
     if (closing) sendUnavailable(reply)
@@ -56,7 +56,7 @@ export default fp(async function httpEdgesPlugin (app) {
   })
 
   app.addHook('onSend', (request, reply, payload, done) => {
-    if (draining || closing) reply.header('connection', 'close')
+    if (draining) reply.header('connection', 'close')
     // `complete` is Node's: false while body bytes are still to come (light-my-request leaves it unset).
     if (request.raw.complete === false) {
       reply.header('connection', 'close')

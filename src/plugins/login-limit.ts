@@ -1,7 +1,7 @@
 import fp from 'fastify-plugin'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Config } from '../config/index.js'
-import { ServiceUnavailableError, TooManyAttemptsError } from '../http/errors.js'
+import { TooManyAttemptsError, serviceUnavailable } from '../http/errors.js'
 import { throttledWarning } from '../telemetry/logger.js'
 import { emailDigest, requestSecurityEvent } from '../telemetry/security-events.js'
 import { createMemoryStore, type AttemptStore } from '../limits/attempt-stores.js'
@@ -74,7 +74,7 @@ export default fp<{ config: Config }>(async function loginLimitPlugin (app, { co
       }
       if (verdict.status === 'busy') {
         requestSecurityEvent(request, 'excess_rate_limit_exceeded', { emailHmac, reason: `login in flight: ${verdict.limit}` })
-        throw Object.assign(new ServiceUnavailableError(), { reason: `login attempts in flight fill the ${verdict.limit} counter` })
+        throw serviceUnavailable(`login attempts in flight fill the ${verdict.limit} counter`)
       }
       const { attempt } = verdict
       return {

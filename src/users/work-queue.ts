@@ -1,4 +1,4 @@
-import { ServiceUnavailableError } from '../http/errors.js'
+import { serviceUnavailable } from '../http/errors.js'
 
 export interface WorkQueueOptions {
   /** Jobs running at once. */
@@ -21,7 +21,7 @@ interface Waiter { start: () => void, timer: NodeJS.Timeout }
  */
 export function createWorkQueue ({ concurrency, maxQueue, maxWaitMs, name }: WorkQueueOptions): WorkQueue {
   // The 503 says why in the log: a full queue is load, not a fault.
-  const refused = (reason: string) => Object.assign(new ServiceUnavailableError(), { reason: `${name}: ${reason}` })
+  const refused = (reason: string) => serviceUnavailable(`${name}: ${reason}`)
   let running = 0
   const queue: Waiter[] = []
 
