@@ -45,13 +45,18 @@ export function refuse (app: FastifyInstance, socket: Socket, statusCode: number
     ].join('\r\n'))
   }
   socket.destroy()
-  // A request whose headers came (a body too slow) is named by its method and path, as its own
-  // line would have named it; before the headers, nothing of it is known.
+  // A request whose headers came (a body too slow) is named, logged and counted by its method and
+  // route, as its own line would have been; before the headers, nothing of it is known.
   const started = inFlight?.req
-  const named = started === undefined ? {} : { method: started.method, route: unmatchedPath(started.url ?? '/') }
+  const method = started?.method
+  const path = started === undefined ? undefined : (started.url ?? '/').split('?')[0]
+  // Only a path that is itself a route's pattern names the route: any other (percent-encoded,
+  // made up) would give the metrics one series per path tried.
+  const route = method !== undefined && path !== undefined && app.hasRoute({ method, url: path }) ? path : undefined
+  const named = started === undefined ? {} : { method, route: route ?? unmatchedPath(started.url ?? '/') }
   app.log.info({ reqId, ...named, statusCode, code }, 'request refused by the HTTP parser')
-  // Counted apart from the routes' answers: often no method was parsed, and no start time is known.
-  app.metrics.observeRequest('<unparsed>', UNMATCHED_ROUTE, statusCode, 0)
+  // No start time is known: counted with no duration.
+  app.metrics.observeRequest(method ?? '<unparsed>', route ?? UNMATCHED_ROUTE, statusCode, 0)
 }
 
 /** Fastify's `clientErrorHandler` (Node's `clientError`): 400, 408, 413 or 431 in the contract's shape. */

@@ -27,6 +27,13 @@ async function listening (t: Test) {
   return { app, log, sockets, connect }
 }
 
+/** How many answers `http_requests_total` counted for a method, route and status. */
+async function counted (app: { metrics: { registry: { getSingleMetricAsString (name: string): Promise<string> } } }, method: string, route: string, status: number) {
+  const text = await app.metrics.registry.getSingleMetricAsString('http_requests_total')
+  const line = text.split('\n').find((l) => l.startsWith(`http_requests_total{method="${method}",route="${route}",status_code="${status}"}`))
+  return Number(line?.split(' ').at(-1) ?? 0)
+}
+
 /** The contract's headers on an error answer (CONTRACT §4), and nothing of the request echoed. */
 function assertContractHeaders (t: Test, response: RawResponse) {
   t.equal(response.headers['content-type'], JSON_TYPE)
@@ -131,7 +138,7 @@ t.test('Expect: 100-continue is answered only once the token and the route are k
 })
 
 t.test('slow clients get 408 within a second of the header (5 s) and request (10 s) timeouts', async (t) => {
-  const { connect, log } = await listening(t)
+  const { app, connect, log } = await listening(t)
   const expected = { statusCode: 408, error: 'Request Timeout', message: 'La petición tardó demasiado en llegar' }
 
   // Node checks the deadlines every half second: an answer comes within 0.5 s of each, plus the scheduler's noise.
@@ -162,6 +169,9 @@ t.test('slow clients get 408 within a second of the header (5 s) and request (10
     t.strictSame({ msg: line?.msg, method: line?.method, route: line?.route, statusCode: line?.statusCode },
       { msg: 'request refused by the HTTP parser', method: undefined, route: undefined, ...named, statusCode: 408 }, `slow ${what}: its log line`)
   }))
+  // In the metrics too, the trickling body counts under its route; the unfinished headers apart.
+  t.equal(await counted(app, 'POST', '/auth/signup', 408), 1, 'the slow body counted under its route')
+  t.equal(await counted(app, '<unparsed>', '<unmatched>', 408), 1, 'the slow headers counted apart')
 })
 
 t.test('answers outside the request pipeline have the contract\'s shape, headers, log line and metrics, and echo nothing', async (t) => {
@@ -178,11 +188,6 @@ t.test('answers outside the request pipeline have the contract\'s shape, headers
     t.notMatch(response.body + JSON.stringify(response.headers), /zz|script|Bad-Header|FOO|aaaa/i, 'nothing of the request is echoed')
     return { response, body: JSON.parse(response.body), connection }
   }
-  const counted = async (method: string, route: string, status: number) => {
-    const text = await app.metrics.registry.getSingleMetricAsString('http_requests_total')
-    const line = text.split('\n').find((l) => l.startsWith(`http_requests_total{method="${method}",route="${route}",status_code="${status}"}`))
-    return Number(line?.split(' ').at(-1) ?? 0)
-  }
 
   t.test('a malformed percent-encoding without a token: 401, as any unknown path (SPEC rule 9)', async (t) => {
     const { response, body } = await exchange(t, request('GET /admin/%zz<script>alert(1)</script>'))
@@ -191,7 +196,7 @@ t.test('answers outside the request pipeline have the contract\'s shape, headers
     t.equal(response.headers['www-authenticate'], 'Bearer')
     const lines = log.lines.filter((line) => line.reqId === response.headers['x-request-id'] && line.msg === 'request completed')
     t.match(lines, [{ method: 'GET', statusCode: 401 }], 'one request line')
-    t.equal(await counted('GET', '<unmatched>', 401), 1, 'counted')
+    t.equal(await counted(app, 'GET', '<unmatched>', 401), 1, 'counted')
   })
 
   t.test('with a valid token: 404; under /auth/: 404 without one', async (t) => {
@@ -211,7 +216,7 @@ t.test('answers outside the request pipeline have the contract\'s shape, headers
   ] as const
   for (const [name, text, status, code, message] of refusals) {
     t.test(`the HTTP parser refuses ${name}: ${status} in the contract's shape, logged and counted`, async (t) => {
-      const before = await counted('<unparsed>', '<unmatched>', status)
+      const before = await counted(app, '<unparsed>', '<unmatched>', status)
       const { response, body, connection } = await exchange(t, text)
       t.equal(response.status, status)
       t.strictSame(body, { statusCode: status, error: response.status === 400 ? 'Bad Request' : 'Request Header Fields Too Large', message })
@@ -219,7 +224,7 @@ t.test('answers outside the request pipeline have the contract\'s shape, headers
       t.ok(await connection.until(() => connection.closed, 2000), 'closed')
       const [line] = log.lines.filter((l) => l.reqId === response.headers['x-request-id'])
       t.match(line, { msg: 'request refused by the HTTP parser', statusCode: status, code })
-      t.equal(await counted('<unparsed>', '<unmatched>', status), before + 1, 'counted')
+      t.equal(await counted(app, '<unparsed>', '<unmatched>', status), before + 1, 'counted')
     })
   }
 })
