@@ -53,7 +53,7 @@ export default fp(async function errorHandlerPlugin (app) {
     if (error.code === 'UMS_SERVICE_UNAVAILABLE' || databaseUnavailable(error)) {
       // Under a flood this runs hundreds of times a second: the codes say enough, a stack would not.
       // Never the message: Drizzle's quotes the SQL and its parameters (hashes, e-mails).
-      request.log.warn({ cause: describeError(error, false) }, 'service unavailable')
+      if ((error as { logged?: boolean }).logged !== true) request.log.warn({ cause: describeError(error, false) }, 'service unavailable')
       return sendUnavailable(reply)
     }
     request.log.error({ err: error }, 'unhandled error')

@@ -74,7 +74,7 @@ export default fp<{ config: Config }>(async function loginLimitPlugin (app, { co
       }
       if (verdict.status === 'busy') {
         requestSecurityEvent(request, 'excess_rate_limit_exceeded', { emailHmac, reason: `login in flight: ${verdict.limit}` })
-        throw serviceUnavailable(`login attempts in flight fill the ${verdict.limit} counter`)
+        throw serviceUnavailable(`login attempts in flight fill the ${verdict.limit} counter`, { logged: true })
       }
       const { attempt } = verdict
       return {

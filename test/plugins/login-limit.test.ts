@@ -6,13 +6,14 @@ import { LOGIN_LIMITS } from '../../src/limits/policy.js'
 import errorHandler from '../../src/plugins/error-handler.js'
 import limitsRedis from '../../src/plugins/limits-redis.js'
 import loginLimit from '../../src/plugins/login-limit.js'
-import { createTestDatabase, testConfig } from '../helper.js'
+import { baseLoggerOptions } from '../../src/telemetry/logger.js'
+import { captureLog, createTestDatabase, errorBodies, testConfig } from '../helper.js'
 
 // The login limiter's plugin alone, on a bare instance (the login route's use: test/limits/).
-async function bareApp (t: Test, env: Record<string, string>) {
+async function bareApp (t: Test, env: Record<string, string>, logger: object | false = false) {
   const { database } = await createTestDatabase(t, 'pglite')
   const config = testConfig(env)
-  const app = Fastify()
+  const app = Fastify({ logger })
   await app.register(sensible)
   await app.register(fp(async (app) => { app.decorate('database', database) }, { name: 'db' }))
   await app.register(limitsRedis, { config })
@@ -43,4 +44,28 @@ t.test('with RATE_LIMITS=off nothing is counted', async (t) => {
   const statuses = []
   for (let i = 0; i <= LOGIN_LIMITS.pair + 1; i++) statuses.push((await app.inject({ method: 'POST', url: '/login' })).statusCode)
   t.strictSame(statuses, Array(LOGIN_LIMITS.pair + 2).fill(200))
+})
+
+t.test('logins in flight that fill a counter: the next gets 503, and one log line says why', async (t) => {
+  const log = captureLog()
+  const app = await bareApp(t, { RATE_LIMITS: 'on' }, { ...baseLoggerOptions({ logLevel: 'info' }), stream: log.stream })
+  let begun = 0
+  let release = () => {}
+  const released = new Promise<void>((resolve) => { release = resolve })
+  app.post('/held', async (request, reply) => {
+    const attempt = await app.loginLimiter.begin(request, reply, 'ana@example.com')
+    begun++
+    await released
+    await attempt.abandoned()
+    return { held: true }
+  })
+  const held = Array.from({ length: LOGIN_LIMITS.pair }, () => app.inject({ method: 'POST', url: '/held' }))
+  while (begun < LOGIN_LIMITS.pair) await new Promise((resolve) => setImmediate(resolve))
+  const refused = await app.inject({ method: 'POST', url: '/held' })
+  t.strictSame([refused.statusCode, refused.json()], [503, errorBodies.unavailable])
+  release()
+  t.strictSame((await Promise.all(held)).map((answer) => answer.statusCode), Array(LOGIN_LIMITS.pair).fill(200))
+  const lines = log.lines.filter((line) => line.level >= 40)
+  t.strictSame(lines.map(({ msg, event, reason }) => ({ msg, event, reason })),
+    [{ msg: 'excess_rate_limit_exceeded', event: 'excess_rate_limit_exceeded', reason: 'login in flight: pair' }], 'the security event alone')
 })
