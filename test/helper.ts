@@ -117,6 +117,10 @@ export async function login (app: App, email: string, password: string): Promise
   return response.json().token
 }
 
+/** A login from a client address of the test's choosing: the §9 limits count per address. */
+export const loginFrom = (app: App, remoteAddress: string, email: string, password: string) =>
+  app.inject({ method: 'POST', url: '/auth/login', payload: { email, password }, remoteAddress })
+
 type Answer = Awaited<ReturnType<App['inject']>>
 
 /** A sign-up's 201 whose body is exactly `{ id, username, email }`: the id the database gave `account`, its username in NFC, its e-mail lower-cased. */

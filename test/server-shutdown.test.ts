@@ -5,6 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import t, { type Test } from 'tap'
 import { createPostgresDatabase, seedAccounts } from './helper.js'
 import { TEST_SECRET, freePort, http, spawnServer, waitReady, type HttpAnswer } from './server-process.js'
+import { until as poll } from './deploy/processes.js'
 
 // Real processes start slowly on a busy two-core machine: more than .taprc's 120 s per file.
 t.setTimeout(300_000)
@@ -20,14 +21,8 @@ async function ports () {
   return { PORT: String(await freePort()), MANAGEMENT_PORT: String(await freePort()) }
 }
 
-async function until (what: string, check: () => Promise<boolean> | boolean, timeoutMs = 5000): Promise<number> {
-  const started = Date.now()
-  while (!await check()) {
-    if (Date.now() - started > timeoutMs) throw new Error(`${what}: not within ${timeoutMs} ms`)
-    await sleep(20)
-  }
-  return Date.now() - started
-}
+/** The bounds here are a few seconds, so the wait is polled finely. */
+const until = (what: string, check: () => Promise<boolean> | boolean, timeoutMs = 5000) => poll(what, check, timeoutMs, 20)
 
 /** A login sent in two halves; `finish()` sends the second. Resolves once the server has the first. */
 async function heldLogin (port: number, credentials: { email: string, password: string }) {

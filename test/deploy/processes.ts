@@ -19,12 +19,12 @@ export function findProgram (name: string): string | undefined {
   return undefined
 }
 
-/** Polls `check` every 100 ms until it holds (an error ends the wait); returns the milliseconds it took. */
-export async function until (what: string, check: () => Promise<boolean> | boolean, timeoutMs = 30_000): Promise<number> {
+/** Polls `check` every `everyMs` until it holds (an error ends the wait); returns the milliseconds it took. */
+export async function until (what: string, check: () => Promise<boolean> | boolean, timeoutMs = 30_000, everyMs = 100): Promise<number> {
   const started = Date.now()
   while (!await check()) {
     if (Date.now() - started > timeoutMs) throw new Error(`${what}: not within ${timeoutMs} ms`)
-    await sleep(100)
+    await sleep(everyMs)
   }
   return Date.now() - started
 }

@@ -3,15 +3,14 @@ import t, { type Test } from 'tap'
 import type { App } from '../../src/app.js'
 import { users } from '../../src/db/schema.js'
 import { LOGIN_WINDOW_MS } from '../../src/limits/policy.js'
-import { build, captureLog, errorBodies, redisPrefix, redisSkipReason, seedAccounts, TEST_REDIS_URL as REDIS_URL, testDatabases } from '../helper.js'
+import { build, captureLog, errorBodies, loginFrom, redisPrefix, redisSkipReason, seedAccounts, TEST_REDIS_URL as REDIS_URL, testDatabases } from '../helper.js'
 
 const { tooMany, badCredentials } = errorBodies
 
 const LIMITS_ON = { RATE_LIMITS: 'on' }
 const { user } = seedAccounts
 
-const login = (app: App, email: string, password: string, remoteAddress = '203.0.113.200') =>
-  app.inject({ method: 'POST', url: '/auth/login', payload: { email, password }, remoteAddress })
+const login = (app: App, email: string, password: string, remoteAddress = '203.0.113.200') => loginFrom(app, remoteAddress, email, password)
 
 /** `count` wrong-password logins, each of which must get the plain 401. */
 async function fail (t: Test, app: App, count: number, email: string, remoteAddress?: string | ((i: number) => string)) {

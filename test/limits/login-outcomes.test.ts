@@ -1,14 +1,13 @@
 import t, { type Test } from 'tap'
 import type { App } from '../../src/app.js'
-import { assertBadCredentials, build, errorBodies, testDatabases, uniqueUser } from '../helper.js'
+import { assertBadCredentials, build, errorBodies, loginFrom, testDatabases, uniqueUser } from '../helper.js'
 
 const { tooMany, unavailable, badCredentials } = errorBodies
 
 type Answer = Awaited<ReturnType<App['inject']>>
 interface Account { id: number, username: string, email: string, password: string }
 
-const login = (app: App, user: Account, password: string, remoteAddress: string) =>
-  app.inject({ method: 'POST', url: '/auth/login', payload: { email: user.email, password }, remoteAddress })
+const login = (app: App, user: Account, password: string, remoteAddress: string) => loginFrom(app, remoteAddress, user.email, password)
 
 /** A fresh account for each case, so no case inherits another's failures. */
 async function account (t: Test, app: App): Promise<Account> {

@@ -2,15 +2,14 @@ import { eq, sql } from 'drizzle-orm'
 import t, { type Test } from 'tap'
 import { buildApp, type App } from '../../src/app.js'
 import { familiarAddresses } from '../../src/db/schema.js'
-import { assertBadCredentials, assertSignedUp, createTestDatabase, errorBodies, testConfig, testDatabases } from '../helper.js'
+import { assertBadCredentials, assertSignedUp, createTestDatabase, errorBodies, loginFrom, testConfig, testDatabases } from '../helper.js'
 
 const { tooMany } = errorBodies
 
 const bob = { username: 'bob', email: 'bob@example.com', password: 'Secreto123' }
 type Answer = Awaited<ReturnType<App['inject']>>
 
-const login = (app: App, password: string, remoteAddress: string) =>
-  app.inject({ method: 'POST', url: '/auth/login', payload: { email: bob.email, password }, remoteAddress })
+const login = (app: App, password: string, remoteAddress: string) => loginFrom(app, remoteAddress, bob.email, password)
 
 function assertSignedIn (t: Test, response: Answer, message: string) {
   t.equal(response.statusCode, 200, message)

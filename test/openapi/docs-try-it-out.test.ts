@@ -1,12 +1,12 @@
 import { accessSync, constants } from 'node:fs'
 import { mkdtemp, rm } from 'node:fs/promises'
-import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
 import { chromium, type Page } from 'playwright-core'
 import { buildManagementApp } from '../../src/management/management-app.js'
 import { build, uniqueUser } from '../helper.js'
+import { freePort } from '../server-process.js'
 
 const CHROMIUM = '/usr/bin/chromium'
 const installed = (() => {
@@ -17,15 +17,6 @@ const installed = (() => {
     return false
   }
 })()
-
-/** A port nobody listens on now: the configuration must name both ports before the listeners start. */
-async function freePort (): Promise<number> {
-  const server = createServer()
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const { port } = server.address() as { port: number }
-  await new Promise((resolve) => server.close(resolve))
-  return port
-}
 
 /**
  * Opens an operation, presses "Try it out", optionally types the body, executes, and reads the

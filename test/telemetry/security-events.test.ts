@@ -5,7 +5,7 @@ import { loadConfig } from '../../src/config/index.js'
 import { users } from '../../src/db/schema.js'
 import { loggerOptions } from '../../src/telemetry/logger.js'
 import { emailDigest } from '../../src/telemetry/security-events.js'
-import { build, captureLog, seedAccounts, testConfig, testDatabases, uniqueUser } from '../helper.js'
+import { build, captureLog, loginFrom, seedAccounts, testConfig, testDatabases, uniqueUser } from '../helper.js'
 
 const ISO_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
 const { user, admin } = seedAccounts
@@ -34,8 +34,7 @@ for (const kind of testDatabases()) {
       t.strictSame(events.map((line) => ({ ...line, time: 'x', pid: 0, hostname: 'x' })),
         expected.map((line) => ({ time: 'x', pid: 0, hostname: 'x', reqId, msg: line.event, ...line })))
     }
-    const login = (email: string, password: string, remoteAddress: string) =>
-      app.inject({ method: 'POST', url: '/auth/login', payload: { email, password }, remoteAddress })
+    const login = (email: string, password: string, remoteAddress: string) => loginFrom(app, remoteAddress, email, password)
 
     t.test('a login\'s log holds its events, and neither the password nor the token', async (t) => {
       const ok = await login(user.email, user.password, '203.0.113.70')

@@ -1,7 +1,7 @@
 import { generateKeyPairSync } from 'node:crypto'
 import t from 'tap'
 import { emailDigest } from '../../src/telemetry/security-events.js'
-import { assertBadCredentials, build, captureLog, testConfig, testDatabases } from '../helper.js'
+import { assertBadCredentials, build, captureLog, loginFrom, testConfig, testDatabases } from '../helper.js'
 
 // With EdDSA there is no JWT_SECRET: e-mail digests in the log and the login limiter's keys use
 // the key derived from JWT_PRIVATE_KEY, the same in every instance that holds that key.
@@ -11,7 +11,7 @@ for (const kind of testDatabases()) {
     const log = captureLog()
     const app = await build(t, kind, { env, logger: { level: 'info', stream: log.stream } })
     const digestKey = testConfig(env).jwt.digestKey
-    const login = () => app.inject({ method: 'POST', url: '/auth/login', payload: { email: 'Nadie@example.com', password: 'Otra12345' }, remoteAddress: '203.0.113.90' })
+    const login = () => loginFrom(app, '203.0.113.90', 'Nadie@example.com', 'Otra12345')
 
     for (let i = 0; i < 10; i++) assertBadCredentials(t, await login())
     const locked = await login()
