@@ -3,6 +3,10 @@ import type { Socket } from 'node:net'
 import { Readable } from 'node:stream'
 import { finished } from 'node:stream/promises'
 
+const isPatched = (connection: string) => connection.includes('if (initial && connection.queue === queues.connecting')
+/** The installed driver's answer, read once: the migrations and the pool both ask at start. */
+let installedIsPatched: boolean | undefined
+
 /**
  * postgres.js 3.4.9 as patches/postgres+3.4.9.patch leaves it (applied by `npm ci`'s
  * postinstall, patch-package). Without it a connection that closes under load keeps what it was
@@ -16,8 +20,9 @@ import { finished } from 'node:stream/promises'
  * - an error the server sent just before closing fails the connection's next query.
  * test/db/postgres-internals.test.ts shows each against a real server.
  */
-export function assertDriverPatched (connection = readFileSync(new URL('connection.js', import.meta.resolve('postgres')), 'utf8')): void {
-  if (!connection.includes('if (initial && connection.queue === queues.connecting')) {
+export function assertDriverPatched (connection?: string): void {
+  const patched = connection === undefined ? (installedIsPatched ??= isPatched(readFileSync(new URL('connection.js', import.meta.resolve('postgres')), 'utf8'))) : isPatched(connection)
+  if (!patched) {
     throw new Error('postgres.js is not patched (patches/postgres+3.4.9.patch): install with `npm ci`, which applies it, not with --ignore-scripts; or run `npx patch-package`')
   }
 }
