@@ -65,6 +65,9 @@ export function databaseUnavailable (error: unknown): boolean {
   return false
 }
 
+/** An error the server sent (an ErrorResponse, ERROR or FATAL), not the client's nor the network's. */
+export const sentByServer = (error: unknown): boolean => typeof (error as { severity?: unknown } | undefined)?.severity === 'string'
+
 /**
  * The server will not take writes on this connection: read-only (25006), or shutting down for
  * a fail-over (57P01-57P03). The connection is not reused: the next one may find the new primary.
@@ -93,8 +96,19 @@ export class AcquireTimeoutError extends Error {
 /** A query that did not answer in time: a health check past its own bound, a statement cancelled past statement_timeout. */
 export class DatabaseTimeoutError extends Error {
   readonly code = 'UMS_DB_TIMEOUT'
-  constructor (ms: number) {
-    super(`database did not answer within ${ms} ms`)
+  constructor (ms: number, options?: ErrorOptions) {
+    super(`database did not answer within ${ms} ms`, options)
     this.name = 'DatabaseTimeoutError'
+  }
+}
+
+/**
+ * A statement cancelled past statement_timeout (src/db/postgres.ts), failed whatever the server
+ * then answered: `cause` is that answer when it was a refusal.
+ */
+export class StatementCancelledError extends DatabaseTimeoutError {
+  constructor (ms: number, answer?: unknown) {
+    super(ms, answer === undefined ? undefined : { cause: answer })
+    this.name = 'StatementCancelledError'
   }
 }

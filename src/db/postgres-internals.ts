@@ -65,12 +65,15 @@ export function failWaiting (query: PendingQuery, error: Error): void {
 
 /**
  * Cancels a query that is on a connection (postgres.js's documented `cancel()`, which sends the
- * server a CancelRequest), failing it with `error` whatever the server answers: a commit whose
- * wait for a synchronous standby is cancelled succeeds locally, unreplicated, and must not be
- * acknowledged as if it had been (`resolve` is replaced as `reject` is in failWaiting).
+ * server a CancelRequest), failing it with what `fail` makes of its settlement, a success
+ * included: a commit whose wait for a synchronous standby is cancelled succeeds locally,
+ * unreplicated, and must not be acknowledged as if it had been (`resolve` and `reject` are
+ * replaced as in failWaiting). `fail` is given the rejection, if any.
  */
-export function cancelRunning (query: PendingQuery, error: Error): void {
-  query.resolve = () => query.reject(error)
+export function cancelRunning (query: PendingQuery, fail: (rejection?: unknown) => unknown): void {
+  const reject = query.reject
+  query.resolve = () => reject(fail())
+  query.reject = (rejection) => reject(fail(rejection))
   Promise.resolve(query.cancel()).catch(() => {})
 }
 

@@ -2,7 +2,7 @@ import { drizzle } from 'drizzle-orm/postgres-js'
 import postgres from 'postgres'
 import * as schema from './schema.js'
 import type { PublicUser } from './schema.js'
-import { AcquireTimeoutError, DatabaseTimeoutError, refusesWrites } from './pg-errors.js'
+import { AcquireTimeoutError, StatementCancelledError, refusesWrites, sentByServer } from './pg-errors.js'
 import { createTransactions } from './transactions.js'
 import { withTimeout, type Database } from './database.js'
 import { createArrivalQueue } from '../http/arrival-queue.js'
@@ -87,7 +87,8 @@ export async function connectPostgres (options: PostgresOptions): Promise<Databa
     inFlight.sweep(Date.now() - STATEMENT_TIMEOUT_MS - ACQUIRE_SWEEP_MS * 3, (query) => {
       if (onConnection(query) && !cancelled.has(query)) {
         cancelled.add(query)
-        cancelRunning(query, new DatabaseTimeoutError(STATEMENT_TIMEOUT_MS))
+        // Whatever the server answers fails it; a lost connection keeps its own reason (NoAnswerError).
+        cancelRunning(query, (rejection) => rejection === undefined || sentByServer(rejection) ? new StatementCancelledError(STATEMENT_TIMEOUT_MS, rejection) : rejection)
       }
       return 'keep'
     })
