@@ -57,7 +57,7 @@ export async function connectPostgres (options: PostgresOptions): Promise<Databa
   }
   const acquireTimeoutMs = options.acquireTimeoutMs ?? 1000
   // The queries in flight, oldest first, each with the time it was asked for (not a Map: see
-  // src/http/arrival-queue.ts). Statements in transactions of their own are transactions.ts's.
+  // src/http/arrival-queue.ts); behind a pooler, every statement of every transaction too.
   const inFlight = createArrivalQueue<PendingQuery>()
   const cancelled = new WeakSet<PendingQuery>()
   let acquireTimeouts = 0
@@ -82,8 +82,9 @@ export async function connectPostgres (options: PostgresOptions): Promise<Databa
     if (failed > 0) connector.closeIdleSince(askedBefore)
     // A statement unanswered past statement_timeout waits where that bound does not reach (a
     // commit waiting for a synchronous standby that is gone). Cancelled before the answer
-    // deadline destroys its socket, its backend stops waiting too, rather than for good; the
-    // request fails either way (503).
+    // deadline destroys its socket, its backend stops waiting too, rather than for good: a
+    // pooler that closes the server connection once that socket is gone does not end the wait.
+    // The request fails either way (503); behind a pooler, the transaction's connection is closed.
     inFlight.sweep(Date.now() - STATEMENT_TIMEOUT_MS - ACQUIRE_SWEEP_MS * 3, (query) => {
       if (onConnection(query) && !cancelled.has(query)) {
         cancelled.add(query)
@@ -108,7 +109,7 @@ export async function connectPostgres (options: PostgresOptions): Promise<Databa
     return query
   }
 
-  const transactions = createTransactions(client, connector, acquireTimeoutMs, () => { acquireTimeouts++ })
+  const transactions = createTransactions(client, connector, acquireTimeoutMs, tracked, () => { acquireTimeouts++ })
   const inTransaction = transactions.run
 
   /**
@@ -118,7 +119,7 @@ export async function connectPostgres (options: PostgresOptions): Promise<Databa
    */
   function unsafe (statement: string, params?: unknown[], queryOptions?: object) {
     if (startupTimeouts) return tracked(client.unsafe(statement, params as never[], queryOptions) as unknown as PendingQuery)
-    return transactions.unsafe(statement, params, queryOptions, dropIfRefusing)
+    return transactions.unsafe(statement, params, queryOptions)
   }
 
   // Drizzle calls `unsafe` for every statement; everything else (options, begin) is the client's own.
@@ -138,11 +139,11 @@ export async function connectPostgres (options: PostgresOptions): Promise<Databa
     copyUserPage: (page, onText) => {
       const statement = userCopyPageSql(page, 'stdout')
       if (startupTimeouts) return copyOut(tracked(client.unsafe(statement) as unknown as PendingQuery), onText)
-      return inTransaction((sql) => copyOut(sql.unsafe(statement) as unknown as PendingQuery, onText))
+      return inTransaction((send) => copyOut(send(statement), onText))
     },
     usersByIds: async (ids) => await unsafe(USERS_BY_IDS_SQL, [ids as number[]], { prepare: true }) as PublicUser[],
     poolStats: () => {
-      let queries = transactions.active()
+      let queries = 0
       let waiting = 0
       inFlight.sweep(Infinity, (query) => {
         queries++

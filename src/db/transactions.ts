@@ -1,31 +1,36 @@
 import type { Socket } from 'node:net'
 import type { ReservedSql, Sql } from 'postgres'
 import type { Connector } from './connector.js'
-import { closeAtOnce } from './postgres-internals.js'
+import { closeAtOnce, type PendingQuery } from './postgres-internals.js'
 import { withTimeout } from './database.js'
-import { AcquireTimeoutError, DatabaseTimeoutError } from './pg-errors.js'
+import { AcquireTimeoutError, DatabaseTimeoutError, StatementCancelledError } from './pg-errors.js'
 import { BEGIN_WITH_TIMEOUTS } from './postgres-options.js'
 
 /** A server's refusal within the session (severity ERROR): the connection stays usable after a rollback. */
 const refusedInSession = (error: unknown): boolean => (error as { severity?: unknown } | undefined)?.severity === 'ERROR'
 
+/** One statement on the transaction's connection: Drizzle's `unsafe(statement, params, options)`. */
+export type Send = (statement: string, params?: unknown[], options?: object) => PendingQuery
+
 /**
  * Statements behind a transaction pooler that refuses the server-side timeouts in the startup
  * packet (src/db/postgres-options.ts): each runs on a connection of its own, in a transaction
  * that sets them first, so the server still bounds it. Nothing is prepared by name: the pooler
- * may hand the next transaction to another server connection.
+ * may hand the next transaction to another server connection. Every statement, BEGIN and
+ * COMMIT too, goes through `track`: the pool's sweep cancels it past statement_timeout, as it
+ * does the pool's own (a COMMIT waiting for a synchronous standby that is gone).
  */
-export function createTransactions (client: Sql, connector: Pick<Connector, 'lastAnswered'>, acquireTimeoutMs: number, onAcquireTimeout: () => void) {
-  let active = 0
-
+export function createTransactions (client: Sql, connector: Pick<Connector, 'lastAnswered'>, acquireTimeoutMs: number, track: (query: PendingQuery) => PendingQuery, onAcquireTimeout: () => void) {
   /**
    * `work` on a connection of its own, in a transaction that sets the server-side timeouts first.
    * A reserved connection whose socket has closed is never used or released again: postgres.js
    * would write to its missing socket, which throws outside any promise and ends the process, or
-   * hand it, dead, to the next query (src/db/postgres-internals.ts). One in an unknown state is
-   * closed, and postgres.js opens it anew.
+   * hand it, dead, to the next query (src/db/postgres-internals.ts). One in an unknown state
+   * (a statement failed other than by the server's refusal, or was cancelled: a CancelRequest
+   * may still be on its way to whatever the connection runs next) is closed, and postgres.js
+   * opens it anew.
    */
-  async function run<T> (work: (sql: ReservedSql) => Promise<T>): Promise<T> {
+  async function run<T> (work: (send: Send) => Promise<T>): Promise<T> {
     const reserving = client.reserve()
     let reserved: ReservedSql
     try {
@@ -37,27 +42,27 @@ export function createTransactions (client: Sql, connector: Pick<Connector, 'las
       reserving.then((late) => late.release(), () => {})
       throw new AcquireTimeoutError(acquireTimeoutMs)
     }
-    active++
+    const send: Send = (statement, params, options) => track(reserved.unsafe(statement, params as never[], options) as unknown as PendingQuery)
     // Known once the server answers on this connection: a reaction to that answer, success or
     // refusal, runs before any other socket's data is handled.
     let socket: Socket | undefined
     let reusable = false
     try {
-      await reserved.unsafe(BEGIN_WITH_TIMEOUTS)
+      await send(BEGIN_WITH_TIMEOUTS)
       socket = connector.lastAnswered()
-      const result = await work(reserved)
-      await reserved.unsafe('commit')
+      const result = await work(send)
+      await send('commit')
       reusable = true
       return result
     } catch (error) {
-      // A BEGIN the server refused: this reaction is to its answer.
-      if (socket === undefined && refusedInSession(error)) socket = connector.lastAnswered()
+      // A BEGIN the server refused, or answered once cancelled (a StatementCancelledError is
+      // only ever the server's answer, src/db/postgres.ts): this reaction is to that answer.
+      if (socket === undefined && (refusedInSession(error) || error instanceof StatementCancelledError)) socket = connector.lastAnswered()
       if (refusedInSession(error) && socket?.destroyed === false) {
-        reusable = await reserved.unsafe('rollback').then(() => true, () => false)
+        reusable = await send('rollback').then(() => true, () => false)
       }
       throw error
     } finally {
-      active--
       if (socket?.destroyed === false) {
         if (reusable) reserved.release()
         else closeAtOnce(socket)
@@ -67,13 +72,12 @@ export function createTransactions (client: Sql, connector: Pick<Connector, 'las
 
   /**
    * Drizzle's `client.unsafe(statement, params, options)`, optionally with `.values()`, in a
-   * transaction of its own: a thenable Drizzle cannot tell from a query. `onQuery` sees the query.
+   * transaction of its own: a thenable Drizzle cannot tell from a query.
    */
-  function unsafe (statement: string, params: unknown[] | undefined, options: object | undefined, onQuery: (query: PromiseLike<unknown>) => void) {
+  function unsafe (statement: string, params: unknown[] | undefined, options: object | undefined) {
     let values = false
-    const execute = () => run(async (sql) => {
-      const query = sql.unsafe(statement, params as never[], { ...options, prepare: false })
-      onQuery(query)
+    const execute = () => run(async (send) => {
+      const query = send(statement, params, { ...options, prepare: false }) as PendingQuery & { values: () => PromiseLike<unknown> }
       return await (values ? query.values() : query)
     })
     const lazy = {
@@ -83,5 +87,5 @@ export function createTransactions (client: Sql, connector: Pick<Connector, 'las
     return lazy
   }
 
-  return { run, unsafe, active: () => active }
+  return { run, unsafe }
 }

@@ -1,9 +1,12 @@
 import t from 'tap'
 import { until } from '../deploy/processes.js'
-import { createPrimary, pgServersSkip } from '../support/pg-servers.js'
+import { errorBodies } from '../helper.js'
+import { createPrimary, createStandby, pgServersSkip, startPgBouncer, type PgServer } from '../support/pg-servers.js'
 import { productionApp } from '../support/production-app.js'
 
 t.setTimeout(300_000)
+
+const waitingForStandby = async (primary: PgServer) => (await primary.query("select count(*)::int as n from pg_stat_activity where wait_event = 'SyncRep'"))[0].n
 
 // statement_timeout does not bound a commit waiting for a synchronous standby: the answer
 // deadline answers the request, and a cancel ends the backend's wait (src/db/postgres.ts).
@@ -12,13 +15,43 @@ t.test('commits waiting for a synchronous standby that is gone: 503 within the a
   const { app } = await productionApp(t, primary.url())
   await primary.query("alter system set synchronous_standby_names = 'gone'")
   await primary.query('select pg_reload_conf()')
-  const waiting = async () => (await primary.query("select count(*)::int as n from pg_stat_activity where wait_event = 'SyncRep'"))[0].n
+  const waiting = async () => await waitingForStandby(primary)
   const started = Date.now()
   const answers = await Promise.all(['sync1', 'sync2'].map((username) =>
     app.inject({ method: 'POST', url: '/auth/signup', payload: { username, email: `${username}@example.com`, password: 'Secreto123' } })))
   const ms = Date.now() - started
-  t.strictSame(answers.map((a) => [a.statusCode, a.json()]), answers.map(() => [503, { statusCode: 503, error: 'Service Unavailable', message: 'Servicio no disponible' }]))
+  t.strictSame(answers.map((a) => [a.statusCode, a.json()]), answers.map(() => [503, errorBodies.unavailable]))
   t.ok(ms < 7500, `answered after ${ms} ms`)
   await until('no backend waits for the standby', async () => await waiting() === 0, 5000)
   t.equal(await waiting(), 0)
+})
+
+// Behind a transaction pooler every statement runs in a transaction of its own on a reserved
+// connection (src/db/transactions.ts): its COMMIT waits for the standby just the same, and a
+// client that gives up only makes PgBouncer close the server connection, which the backend
+// waiting for the standby does not notice.
+t.test('through PgBouncer in transaction mode, a synchronous standby stopped: 503 each, no backend left waiting, the pool whole after', { skip: pgServersSkip(['pgbouncer']) }, async (t) => {
+  const primary = await createPrimary(t)
+  const standby = await createStandby(t, primary)
+  const bouncer = await startPgBouncer(t, primary)
+  const { app, log } = await productionApp(t, bouncer.url('postgres'), { DB_POOL_MAX: '3' })
+  const signup = (username: string) => app.inject({ method: 'POST', url: '/auth/signup', payload: { username, email: `${username}@example.com`, password: 'Secreto123' } })
+  t.strictSame((await signup('before')).statusCode, 201, 'a sign-up while the standby streams')
+  await standby.stop()
+  const answers = await Promise.all(['stall1', 'stall2', 'stall3'].map(signup))
+  t.strictSame(answers.map((a) => [a.statusCode, a.json()]), answers.map(() => [503, errorBodies.unavailable]))
+  await until('no backend waits for the standby', async () => await waitingForStandby(primary) === 0, 5000).catch(() => {})
+  t.equal(await waitingForStandby(primary), 0, 'no backend waits for the standby')
+  // A cancelled wait commits locally, unreplicated: the rows are there, and were answered 503.
+  t.strictSame(await primary.query("select username from users where username like 'stall%' order by username"),
+    [{ username: 'stall1' }, { username: 'stall2' }, { username: 'stall3' }], 'committed locally, never acknowledged')
+  // Each wait ended by the sweep's CancelRequest, which PgBouncer forwarded to that backend;
+  // not by the answer deadline, after which PgBouncer closes the server connection and the wait goes on.
+  t.strictSame(log.lines.filter((l) => l.msg === 'service unavailable').map((l) => l.cause?.cause?.type),
+    ['StatementCancelledError', 'StatementCancelledError', 'StatementCancelledError'], 'failed as cancelled, whatever the server answered')
+  t.equal(primary.logs().match(/WARNING: {2}canceling wait for synchronous replication due to user request/g)?.length, 3, 'the primary cancelled three waits')
+  await primary.query("alter system set synchronous_standby_names = ''")
+  await primary.query('select pg_reload_conf()')
+  const after = await Promise.all(['after1', 'after2', 'after3'].map(signup))
+  t.strictSame(after.map((a) => [a.statusCode, a.json().username]), [[201, 'after1'], [201, 'after2'], [201, 'after3']], 'every connection of the pool works')
 })
