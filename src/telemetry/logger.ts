@@ -169,13 +169,20 @@ export function deferredChildLogger (parent: FastifyBaseLogger, bindings: Bindin
   return new DeferredChildLogger(parent, bindings, options)
 }
 
-/** A warning that says itself at most once a minute, however often its cause repeats. */
+/**
+ * A warning that says itself at most once a minute, however often its cause repeats. `kind`
+ * gives each distinct cause its own minute (a connection refused must not hide a password
+ * Redis rejects); `reset` lets the next occurrence speak at once (a new outage after a recovery).
+ */
 export function throttledWarning (log: FastifyBaseLogger, message: string, intervalMs = 60_000) {
-  let last = -Infinity
-  return (details: object = {}): void => {
+  const last = new Map<string, number>()
+  const warn = (details: object = {}, kind = ''): void => {
     const now = Date.now()
-    if (now - last < intervalMs) return
-    last = now
+    if (now - (last.get(kind) ?? -Infinity) < intervalMs) return
+    // Kinds are error codes, a handful; the cap only guards against a cause that varies without end.
+    if (last.size >= 32 && !last.has(kind)) last.clear()
+    last.set(kind, now)
     log.warn(details, message)
   }
+  return Object.assign(warn, { reset: () => last.clear() })
 }
