@@ -35,6 +35,10 @@ export interface AttemptStore {
 export interface MemoryAttemptStore extends AttemptStore {
   /** `key` holds `max` failures for `ms` more, whatever this instance counted. */
   hold (key: string, max: number, ms: number): void
+  /** The failures `key` holds (counted here, or a lock held) and for how long; undefined once expired. */
+  failures (key: string): { count: number, remainingMs: number } | undefined
+  /** Every failure counter's key, live: keys added while iterating are visited too. */
+  keys (): Iterable<string>
 }
 
 interface Entry { count: number, expiresAt: number }
@@ -112,6 +116,14 @@ export function createMemoryStore ({ maxEntries = 100_000, now = Date.now }: { m
       if (entry && entry.count >= max && entry.expiresAt >= at + ms) return
       if (!entry && entries.size >= maxEntries) makeRoom(at)
       entries.set(key, { count: Math.max(max, entry?.count ?? 0), expiresAt: at + ms })
+    },
+    failures (key) {
+      const at = now()
+      const entry = count(key, at)
+      return entry && { count: entry.count, remainingMs: entry.expiresAt - at }
+    },
+    * keys () {
+      for (const key of entries.keys()) if (!key.endsWith(IN_FLIGHT)) yield key
     }
   }
 }

@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto'
 import type { Redis } from 'ioredis'
-import { IN_FLIGHT, type AttemptStore, type MemoryAttemptStore, type Outcome, type Take } from './attempt-stores.js'
+import { IN_FLIGHT, type AttemptStore, type Counter, type MemoryAttemptStore, type Outcome, type Take } from './attempt-stores.js'
+import type { SharedCounting } from './shared-counting.js'
+import type { WriteBack } from './write-back.js'
 import { IN_FLIGHT_MS } from './policy.js'
 import { inRedisSpan } from '../telemetry/tracing.js'
 
@@ -85,19 +87,33 @@ export function createRedisStore (redis: Redis): AttemptStore {
  * Redis while it answers, this instance's memory while it does not: a Redis outage never blocks
  * a login, and never lifts the limits either. The memory store keeps a mirror of what this
  * instance saw: its own attempts and their outcomes, and every lock Redis reported, so a pair
- * locked in Redis stays locked here when Redis stops answering.
+ * locked in Redis stays locked here when Redis stops answering. What Redis never heard of goes
+ * to `writeBack`, for when it answers again.
  */
-export function createFallbackStore (primary: AttemptStore, local: MemoryAttemptStore, options: { isReady: () => boolean, onFallback: (error: unknown) => void }): AttemptStore {
-  const { isReady, onFallback } = options
+export function createFallbackStore (primary: AttemptStore, local: MemoryAttemptStore, options: { counting: SharedCounting, writeBack: WriteBack }): AttemptStore {
+  const { counting, writeBack } = options
+  const alone = async (counters: readonly Counter[], windowMs: number): Promise<Take> => {
+    const taken = await local.take(counters, windowMs)
+    if (taken.status !== 'counted') return taken
+    const finish = async (outcome: Outcome) => {
+      await taken.attempt.finish(outcome)
+      writeBack.record(counters, windowMs, outcome)
+    }
+    return { status: 'counted', attempt: { finish } }
+  }
   return {
     async take (counters, windowMs) {
+      if (!counting.isShared()) {
+        counting.fellBack('login')
+        return alone(counters, windowMs)
+      }
       let taken: Take
       try {
-        if (!isReady()) throw new Error('Redis is not connected')
+        if (!counting.isConnected()) throw new Error('Redis is not connected')
         taken = await primary.take(counters, windowMs)
       } catch (error) {
-        onFallback(error)
-        return local.take(counters, windowMs)
+        counting.fellBack('login', error)
+        return alone(counters, windowMs)
       }
       if (taken.status === 'locked') local.hold(counters[taken.index].key, counters[taken.index].max, taken.retryAfterMs)
       if (taken.status !== 'counted') return taken
@@ -106,9 +122,15 @@ export function createFallbackStore (primary: AttemptStore, local: MemoryAttempt
       const mirror = await local.take(counters.map(({ key }) => ({ key, max: Infinity })), windowMs)
       const finish = async (outcome: Outcome) => {
         await Promise.all([
-          shared.finish(outcome).catch(onFallback),
+          finishShared(outcome),
           mirror.status === 'counted' ? mirror.attempt.finish(outcome) : undefined
         ])
+      }
+      // An outcome that cannot be sent is written back later. One that was sent and not answered
+      // is not: a paused Redis runs it when it resumes, and writing it back too would count it twice.
+      const finishShared = async (outcome: Outcome) => {
+        if (!counting.isConnected()) return writeBack.record(counters, windowMs, outcome)
+        await shared.finish(outcome).catch((error) => counting.lost(error))
       }
       return { status: 'counted', attempt: { finish } }
     }

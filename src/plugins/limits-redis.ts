@@ -1,8 +1,8 @@
 import fp from 'fastify-plugin'
 import type { Redis } from 'ioredis'
-import type { FastifyBaseLogger } from 'fastify'
+import type { FastifyInstance } from 'fastify'
 import type { Config } from '../config/index.js'
-import { throttledWarning } from '../telemetry/logger.js'
+import { createSharedCounting, type SharedCounting } from '../limits/shared-counting.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -10,6 +10,8 @@ declare module 'fastify' {
     limitsRedis: Redis | null
     /** Prefix of every key this service writes to that Redis. */
     limitsKeyPrefix: string
+    /** Whether the limits count in that Redis right now; null without it. */
+    limitsCounting: SharedCounting | null
   }
 }
 
@@ -26,8 +28,7 @@ export interface LimitsRedisOptions {
  * `socketTimeout`): a command timing out leaves its connection open, and one whose path went
  * silent (a balancer or NAT that lost its state) would otherwise stay in use for good.
  */
-async function connectLimitsRedis (url: string, log: FastifyBaseLogger): Promise<Redis> {
-  const warn = throttledWarning(log, 'Redis for the abuse limits is unavailable; counting in this instance until it is back')
+async function connectLimitsRedis (url: string, app: FastifyInstance) {
   // Loaded only when REDIS_URL is set, so an instance without Redis does not carry ioredis.
   const { Redis } = await import('ioredis')
   const redis = new Redis(url, {
@@ -39,15 +40,14 @@ async function connectLimitsRedis (url: string, log: FastifyBaseLogger): Promise
     maxRetriesPerRequest: 0,
     retryStrategy: (times) => Math.min(times * 200, 2000)
   })
-  // Without a listener ioredis prints every failed reconnection to stderr.
-  redis.on('error', (error) => warn({ err: error }))
+  const counting = createSharedCounting(redis, { log: app.log })
   try {
     await redis.connect()
   } catch (error) {
     // ioredis keeps reconnecting in the background; the service starts anyway.
-    warn({ err: error })
+    counting.connectionFailed(error)
   }
-  return redis
+  return { redis, counting }
 }
 
 /**
@@ -55,8 +55,16 @@ async function connectLimitsRedis (url: string, log: FastifyBaseLogger): Promise
  * @see https://github.com/redis/ioredis
  */
 export default fp<LimitsRedisOptions>(async function limitsRedisPlugin (app, { config, keyPrefix = 'ums:' }) {
-  const redis = config.rateLimits && config.redisUrl ? await connectLimitsRedis(config.redisUrl, app.log) : null
-  app.decorate('limitsRedis', redis)
+  const connected = config.rateLimits && config.redisUrl ? await connectLimitsRedis(config.redisUrl, app) : null
+  app.decorate('limitsRedis', connected?.redis ?? null)
   app.decorate('limitsKeyPrefix', keyPrefix)
-  if (redis) app.addHook('onClose', async () => { await redis.quit().catch(() => redis.disconnect()) })
+  app.decorate('limitsCounting', connected?.counting ?? null)
+  if (!connected) return
+  const { redis, counting } = connected
+  // By onReady every limit has set what its catch-up writes back.
+  app.addHook('onReady', async () => { await counting.start() })
+  app.addHook('onClose', async () => {
+    counting.close()
+    await redis.quit().catch(() => redis.disconnect())
+  })
 }, { fastify: '5.x', name: 'limits-redis' })

@@ -2,13 +2,13 @@ import fp from 'fastify-plugin'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Config } from '../config/index.js'
 import { TooManyAttemptsError, serviceUnavailable } from '../http/errors.js'
-import { throttledWarning } from '../telemetry/logger.js'
 import { emailDigest, requestSecurityEvent } from '../telemetry/security-events.js'
 import { createMemoryStore, type AttemptStore } from '../limits/attempt-stores.js'
 import { createFamiliarAddresses } from '../limits/familiar-addresses.js'
 import { createLoginLimiter } from '../limits/login-limiter.js'
-import { addressKey } from '../limits/policy.js'
+import { addressKey, LOGIN_WINDOW_MS } from '../limits/policy.js'
 import { createFallbackStore, createRedisStore } from '../limits/redis-attempt-store.js'
+import { createWriteBack } from '../limits/write-back.js'
 
 /** One login as the limiter sees it, counted in flight until the route says how it ended. */
 export interface LoginAttempt {
@@ -55,9 +55,11 @@ export default fp<{ config: Config }>(async function loginLimitPlugin (app, { co
   const memory = createMemoryStore()
   const redis = app.limitsRedis
   let store: AttemptStore = memory
-  if (redis) {
-    const warn = throttledWarning(app.log, 'login limiter falls back to this instance\'s counters: Redis did not answer')
-    store = createFallbackStore(createRedisStore(redis), memory, { isReady: () => redis.status === 'ready', onFallback: (error) => warn({ err: error }) })
+  const counting = app.limitsCounting
+  if (redis && counting) {
+    const writeBack = createWriteBack(redis, memory, { prefix: app.limitsKeyPrefix, counting, windowMs: LOGIN_WINDOW_MS })
+    counting.catchUpWith(writeBack.catchUp)
+    store = createFallbackStore(createRedisStore(redis), memory, { counting, writeBack })
   }
   const limiter = createLoginLimiter(store, { prefix: app.limitsKeyPrefix })
   const familiar = createFamiliarAddresses(app.database.db)

@@ -2,7 +2,6 @@ import fp from 'fastify-plugin'
 import rateLimit, { type RateLimitPluginOptions } from '@fastify/rate-limit'
 import type { Config } from '../config/index.js'
 import { TooManyAttemptsError } from '../http/errors.js'
-import { throttledWarning } from '../telemetry/logger.js'
 import { requestSecurityEvent } from '../telemetry/security-events.js'
 import { signupStore } from '../limits/signup-store.js'
 
@@ -14,12 +13,11 @@ import { signupStore } from '../limits/signup-store.js'
 export default fp<{ config: Config }>(async function signupLimitPlugin (app, { config }) {
   if (!config.rateLimits) return
 
-  const fallbackWarning = throttledWarning(app.log, 'sign-up limit falls back to this instance\'s counters: Redis did not answer')
   const options: RateLimitPluginOptions = {
     global: false,
     nameSpace: `${app.limitsKeyPrefix}signup:`,
     // With Redis, a store that falls back to this instance's counters: Redis down never means no limit.
-    ...(app.limitsRedis ? { store: signupStore(app.limitsRedis, `${app.limitsKeyPrefix}signup:`, (error) => fallbackWarning({ err: error })) } : {}),
+    ...(app.limitsRedis && app.limitsCounting ? { store: signupStore(app.limitsRedis, `${app.limitsKeyPrefix}signup:`, app.limitsCounting) } : {}),
     // The error handler shapes UMS_ errors as { statusCode, error, message } with our Spanish text.
     errorResponseBuilder: () => new TooManyAttemptsError(),
     onExceeded: (request) => requestSecurityEvent(request, 'excess_rate_limit_exceeded', { reason: 'signup' })

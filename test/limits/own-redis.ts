@@ -1,4 +1,4 @@
-import { spawn, spawnSync } from 'node:child_process'
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
@@ -20,6 +20,8 @@ export interface OwnRedis {
   resume (): void
   /** SIGTERM, and wait for the exit. */
   stop (): Promise<void>
+  /** A new, empty redis-server on the same port (this one keeps nothing on disk), once stopped. */
+  restart (): Promise<void>
   /** A client of its own, closed at teardown. */
   client (): Redis
 }
@@ -31,10 +33,19 @@ export interface OwnRedis {
 export async function startOwnRedis (t: Test, args: string[] = []): Promise<OwnRedis> {
   const port = await freePort()
   const dir = await mkdtemp(join(tmpdir(), 'ums-redis-'))
-  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...args], { stdio: 'ignore' })
-  const exited = once(child, 'exit')
+  const url = `redis://127.0.0.1:${port}`
   let paused = false
+  let server: { child: ChildProcess, exited: Promise<unknown> }
+  const launch = async () => {
+    const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...args], { stdio: 'ignore' })
+    server = { child, exited: once(child, 'exit') }
+    for (let tries = 0; !(await redisIsUp(url)); tries++) {
+      if (tries > 100) throw new Error(`redis-server on port ${port} did not start`)
+      await sleep(100)
+    }
+  }
   t.teardown(async () => {
+    const { child, exited } = server
     if (child.exitCode === null && child.signalCode === null) {
       if (paused) child.kill('SIGCONT')
       child.kill('SIGTERM')
@@ -42,18 +53,17 @@ export async function startOwnRedis (t: Test, args: string[] = []): Promise<OwnR
     }
     await rm(dir, { recursive: true, force: true })
   })
-  const url = `redis://127.0.0.1:${port}`
-  for (let tries = 0; !(await redisIsUp(url)); tries++) {
-    if (tries > 100) throw new Error(`redis-server on port ${port} did not start`)
-    await sleep(100)
-  }
+  await launch()
   return {
     url,
-    pause () { paused = child.kill('SIGSTOP') },
-    resume () { paused = !child.kill('SIGCONT') },
+    pause () { paused = server.child.kill('SIGSTOP') },
+    resume () { paused = !server.child.kill('SIGCONT') },
     async stop () {
-      child.kill('SIGTERM')
-      await exited
+      server.child.kill('SIGTERM')
+      await server.exited
+    },
+    async restart () {
+      await launch()
     },
     client () {
       const redis = new Redis(url, { maxRetriesPerRequest: 0 })

@@ -1,0 +1,180 @@
+import { randomUUID } from 'node:crypto'
+import type { Redis } from 'ioredis'
+import type { Counter, MemoryAttemptStore, Outcome } from './attempt-stores.js'
+import type { SharedCounting } from './shared-counting.js'
+
+// The Redis this instance writes to has an epoch: a random value set once, without expiry, in a
+// key of its own. The same epoch means Redis kept its keys since this instance last wrote (a
+// network blip, a pause, a fail-over to a replica); another one means it lost them (a restart of
+// a Redis that keeps nothing on disk, a flush).
+const EPOCH = `
+local epoch = redis.call('GET', KEYS[1])
+if epoch then return epoch end
+redis.call('SET', KEYS[1], ARGV[1])
+return ARGV[1]
+`
+// KEYS: the epoch, this batch's marker, then each counter. ARGV: the epoch the batch was built
+// for, the marker's life, then for each counter the failures to add, the ms they have left, the
+// count at which that counter locks, and 1 when a success here cleared it first. A batch built for an epoch Redis no longer has is not
+// applied (-1); one already applied is not applied twice (0): a batch whose answer timed out may
+// have run, so it is sent again as it was, under its marker. A counter Redis did not have gets
+// this instance's time left; one that reaches its lock keeps at least the lock's time here.
+const WRITE_BACK = `
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
+if not redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[2]) then return 0 end
+for i = 3, #KEYS do
+  local j = 4 * i - 9
+  local add, left, max = tonumber(ARGV[j]), tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2])
+  if ARGV[j + 3] == '1' then redis.call('DEL', KEYS[i]) end
+  if add > 0 then
+    local count = redis.call('INCRBY', KEYS[i], add)
+    local ttl = redis.call('PTTL', KEYS[i])
+    if ttl < 0 or (count >= max and ttl < left) then redis.call('PEXPIRE', KEYS[i], left) end
+  end
+end
+return #KEYS - 2
+`
+
+interface WriteBackCommands {
+  limitsEpoch (key: string, candidate: string): Promise<string>
+  limitsWriteBack (numKeys: number, ...args: Array<string | number>): Promise<number>
+}
+
+interface Item { readonly key: string, readonly add: number, readonly expiresAt: number, readonly max: number, readonly clear: boolean }
+interface Unheard { count: number, expiresAt: number, max: number, clear: boolean }
+interface Batch { readonly id: string, readonly epoch: string, readonly items: readonly Item[] }
+
+export interface WriteBack {
+  /**
+   * An outcome Redis never heard of: of a login counted here while Redis did not answer, or whose
+   * write could not be sent. A failure adds to every counter, a success clears the first.
+   */
+  record (counters: readonly Counter[], windowMs: number, outcome: Outcome): void
+  /** Writes back until nothing is left; the number of counters written. One run at a time. */
+  catchUp (): Promise<number>
+}
+
+export interface WriteBackOptions {
+  readonly prefix: string
+  readonly counting: SharedCounting
+  readonly windowMs: number
+  /** Counters per script: a big backlog goes in several round trips, one at a time, never in one long script. */
+  readonly batchSize?: number
+  readonly maxEntries?: number
+  readonly now?: () => number
+}
+
+/**
+ * Carries into Redis what this instance counted alone, once Redis answers again. If Redis kept
+ * its keys, only the failures it never heard of are added. If it lost them, this instance adds
+ * every failure it counted itself in the window and every lock it holds (its own, or one Redis
+ * had reported to it): each instance adds its own share once, so the counts add up again without
+ * any failure counted twice. Sign-ups are not carried (docs/decisions.md).
+ */
+export function createWriteBack (redis: Redis, local: MemoryAttemptStore, options: WriteBackOptions): WriteBack {
+  const { prefix, counting, windowMs, batchSize = 500, maxEntries = 100_000, now = Date.now } = options
+  if (!('limitsWriteBack' in redis)) {
+    redis.defineCommand('limitsEpoch', { lua: EPOCH, numberOfKeys: 1 })
+    redis.defineCommand('limitsWriteBack', { lua: WRITE_BACK })
+  }
+  const commands = redis as unknown as WriteBackCommands
+  const epochKey = `${prefix}{login}:epoch`
+  const unheard = new Map<string, Unheard>()
+  // The epoch whose Redis holds this instance's share; a pass over every local counter when Redis lost it.
+  let known: string | undefined
+  let pass: { epoch: string, keys: Iterator<string> } | undefined
+  let unanswered: Batch | undefined
+  let running: Promise<number> | undefined
+  let flushTimer: NodeJS.Timeout | undefined
+
+  const build = (epoch: string): Batch | undefined => {
+    const at = now()
+    const items: Item[] = []
+    while (pass && items.length < batchSize) {
+      const next = pass.keys.next()
+      if (next.done) {
+        known = pass.epoch
+        pass = undefined
+        break
+      }
+      // This instance's whole share of the counter, failures it never wrote included.
+      unheard.delete(next.value)
+      const held = local.failures(next.value)
+      if (held) items.push({ key: next.value, add: held.count, expiresAt: at + held.remainingMs, max: 0, clear: false })
+    }
+    if (pass) return batch(epoch, items)
+    for (const [key, entry] of unheard) {
+      if (items.length >= batchSize) break
+      unheard.delete(key)
+      const held = local.failures(key)
+      const expiresAt = held ? at + held.remainingMs : entry.expiresAt
+      if (expiresAt > at || entry.clear) items.push({ key, add: entry.count, expiresAt: Math.max(expiresAt, at + 1), max: entry.max, clear: entry.clear })
+    }
+    return batch(epoch, items)
+  }
+  const batch = (epoch: string, items: Item[]): Batch | undefined => items.length > 0 ? { id: randomUUID(), epoch, items } : undefined
+
+  const send = async ({ id, epoch, items }: Batch): Promise<number> => {
+    const at = now()
+    const live = items.filter((item) => item.expiresAt > at || item.clear)
+    if (live.length === 0) return 0
+    const keys = [epochKey, `${prefix}{login}:written:${id}`, ...live.map((item) => item.key)]
+    const args = live.flatMap((item) => [item.add, Math.max(1, item.expiresAt - at), item.max, item.clear ? 1 : 0])
+    return await commands.limitsWriteBack(keys.length, ...keys, epoch, windowMs, ...args)
+  }
+
+  const run = async (): Promise<number> => {
+    let written = 0
+    let epoch = await commands.limitsEpoch(epochKey, randomUUID())
+    for (;;) {
+      // Redis lost that batch along with everything else: the pass below carries it again.
+      if (unanswered && unanswered.epoch !== epoch) unanswered = undefined
+      if (!unanswered) {
+        if (epoch !== known && pass?.epoch !== epoch) pass = { epoch, keys: local.keys()[Symbol.iterator]() }
+        unanswered = build(epoch)
+        if (!unanswered) return written
+      }
+      const applied = await send(unanswered)
+      if (applied < 0) {
+        unanswered = undefined
+        epoch = await commands.limitsEpoch(epochKey, randomUUID())
+        continue
+      }
+      written += unanswered.items.length
+      unanswered = undefined
+    }
+  }
+  const catchUp = () => {
+    running ??= run().finally(() => { running = undefined })
+    return running
+  }
+
+  return {
+    record (counters, windowMs, outcome) {
+      if (outcome === 'abandoned') return
+      const at = now()
+      if (outcome === 'success') {
+        // Failures before it are forgotten, here and, once written, in Redis.
+        const { key, max } = counters[0]
+        if (unheard.has(key) || unheard.size < maxEntries) unheard.set(key, { count: 0, expiresAt: at + windowMs, max, clear: true })
+      } else {
+        for (const { key, max } of counters) {
+          const entry = unheard.get(key)
+          if (entry) {
+            entry.count++
+            entry.max = Math.min(entry.max, max)
+          } else if (unheard.size < maxEntries) {
+            unheard.set(key, { count: 1, expiresAt: at + windowMs, max, clear: false })
+          }
+        }
+      }
+      // Written by the next catch-up while counting is not shared; in the background when it is,
+      // never on the login's path.
+      flushTimer ??= setTimeout(() => {
+        flushTimer = undefined
+        if (counting.isShared()) catchUp().catch((error) => counting.lost(error))
+      }, 100).unref()
+    },
+    catchUp
+  }
+}
