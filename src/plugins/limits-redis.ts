@@ -40,7 +40,10 @@ async function connectLimitsRedis (url: string, app: FastifyInstance) {
     maxRetriesPerRequest: 0,
     retryStrategy: (times) => Math.min(times * 200, 2000)
   })
-  const counting = createSharedCounting(redis, { log: app.log })
+  // The metrics plugin is absent from the bare-instance tests of the limits.
+  const metrics = app.hasDecorator('metrics') ? app.metrics : undefined
+  const counting = createSharedCounting(redis, { log: app.log, onFallback: (limit) => metrics?.countLimitsFallback(limit) })
+  metrics?.watchLimitsRedis(() => counting.isShared())
   try {
     await redis.connect()
   } catch (error) {

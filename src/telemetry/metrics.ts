@@ -14,6 +14,10 @@ export interface Metrics {
   observeRequest (method: string, route: string, statusCode: number, seconds: number): void
   /** Spans tracing gave up on (src/telemetry/span-export.ts). */
   countDroppedSpans (reason: 'queue_full' | 'export_failed', count: number): void
+  /** With REDIS_URL: whether the abuse limits count in Redis (src/limits/shared-counting.ts). */
+  watchLimitsRedis (isShared: () => boolean): void
+  /** A login or sign-up limit decided on this instance's counters because Redis did not answer. */
+  countLimitsFallback (limit: 'login' | 'signup'): void
 }
 
 /** The registry of CONTRACT §8: requests by route pattern and status, hash time, pool use, process. */
@@ -62,8 +66,29 @@ export function createMetrics (): Metrics {
     registers: [registry]
   })
 
+  // Registered only with REDIS_URL: a 0 from an instance without Redis would read as an outage.
+  let limitsShared: (() => boolean) | undefined
+  const limitsFallbacks = new Counter({
+    name: 'limits_redis_fallbacks_total',
+    help: 'Login and sign-up limit decisions taken on this instance\'s counters because Redis did not answer, by limit',
+    labelNames: ['limit'] as const,
+    registers: [registry]
+  })
+
   return {
     registry,
+    watchLimitsRedis (isShared) {
+      if (!limitsShared) {
+        new Gauge({
+          name: 'limits_redis_up',
+          help: '1 while the abuse limits count in Redis, shared by every instance; 0 while they count on this instance\'s own counters',
+          registers: [registry],
+          collect () { this.set(limitsShared?.() ? 1 : 0) }
+        })
+      }
+      limitsShared = isShared
+    },
+    countLimitsFallback: (limit) => limitsFallbacks.inc({ limit }),
     observeHashTiming: (operation, seconds) => hashing.observe({ operation }, seconds),
     watchPool: (stats) => { pool = stats },
     countDroppedSpans: (reason, count) => droppedSpans.inc({ reason }, count),

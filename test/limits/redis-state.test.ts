@@ -1,0 +1,83 @@
+import t, { type Test } from 'tap'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { buildApp, type App } from '../../src/app.js'
+import { buildManagementApp } from '../../src/management/management-app.js'
+import { createMetrics } from '../../src/telemetry/metrics.js'
+import { captureLog, createTestDatabase, errorBodies, seedAccounts, testConfig, testDatabases } from '../helper.js'
+import { ownRedisSkip, startOwnRedis } from './own-redis.js'
+
+const { badCredentials } = errorBodies
+const { user } = seedAccounts
+
+async function setup (t: Test, kind: Parameters<typeof createTestDatabase>[1], redisUrl: string) {
+  const { database } = await createTestDatabase(t, kind)
+  const log = captureLog()
+  const metrics = createMetrics()
+  const api = await buildApp(testConfig({ RATE_LIMITS: 'on', REDIS_URL: redisUrl }), { database, seed: true, metrics, limitsKeyPrefix: 'ums-own:', logger: { level: 'info', stream: log.stream } })
+  t.teardown(() => api.close())
+  await api.listen({ port: 0, host: '127.0.0.1' })
+  const management = await buildManagementApp({ api, isShuttingDown: () => false })
+  t.teardown(() => management.close())
+  return { api, management, log }
+}
+
+/** The value of a series on /metrics, or undefined when it is absent. */
+async function metric (management: Awaited<ReturnType<typeof setup>>['management'], series: string) {
+  const text = (await management.inject('/metrics')).body
+  const line = text.split('\n').find((line) => line.startsWith(series + ' '))
+  return line === undefined ? undefined : Number(line.slice(series.length + 1))
+}
+
+/** Polls `read` until it gives `expected`; generous bounds, the machine is shared. */
+async function until<T> (read: () => Promise<T>, expected: T): Promise<T> {
+  let value = await read()
+  for (let tries = 0; tries < 200 && value !== expected; tries++) {
+    await sleep(100)
+    value = await read()
+  }
+  return value
+}
+
+const failLogin = async (t: Test, api: App, what: string) => {
+  const response = await api.inject({ method: 'POST', url: '/auth/login', payload: { email: user.email, password: 'Wrong12345' }, remoteAddress: '203.0.113.90' })
+  t.strictSame([response.statusCode, response.json()], [401, badCredentials], what)
+}
+
+for (const kind of testDatabases()) {
+  t.test(`Redis state on /metrics and in the log (CONTRACT §8, §9) on ${kind}`, { skip: ownRedisSkip }, async (t) => {
+    t.test('limits_redis_up goes 1, 0, 1 across an outage; fallbacks are counted; readiness keeps the contract\'s body', async (t) => {
+      const redis = await startOwnRedis(t)
+      const { api, management } = await setup(t, kind, redis.url)
+      const up = () => metric(management, 'limits_redis_up')
+      t.equal(await up(), 1, 'counting in Redis')
+      t.equal(await metric(management, 'limits_redis_fallbacks_total{limit="login"}'), undefined, 'no fallback yet')
+      await redis.stop()
+      t.equal(await until(up, 0), 0, 'Redis stopped')
+      await failLogin(t, api, 'a login while Redis is down')
+      t.equal(await metric(management, 'limits_redis_fallbacks_total{limit="login"}'), 1, 'the login was decided on this instance\'s counters')
+      const ready = await management.inject('/health/ready')
+      t.strictSame([ready.statusCode, ready.json()], [200, { status: 'up', database: 'up' }], 'Redis down never makes the instance unready')
+      await redis.restart()
+      t.equal(await until(up, 1), 1, 'Redis back, counts written back')
+    })
+
+    t.test('each outage is logged at both edges, even two within a minute', async (t) => {
+      const redis = await startOwnRedis(t)
+      const { api, log } = await setup(t, kind, redis.url)
+      const edges = () => log.lines.filter((line) => /login limiter falls back|answers again/.test(line.msg)).map((line) => [line.level, line.msg])
+      const down = [40, 'login limiter falls back to this instance\'s counters: Redis did not answer']
+      const back = [30, 'Redis for the abuse limits answers again: counting is shared across instances again']
+      for (const outage of [1, 2]) {
+        await redis.stop()
+        await failLogin(t, api, `outage ${outage}: a login`)
+        await failLogin(t, api, `outage ${outage}: another login`)
+        await redis.restart()
+        await until(async () => edges().length, 2 * outage)
+      }
+      t.strictSame(edges(), [down, back, down, back], 'one warning as each outage starts, one info line as it ends')
+      const backLines = log.lines.filter((line) => /answers again/.test(line.msg))
+      t.strictSame(backLines.map((line) => line.writtenBack > 0), [true, true], 'saying how many counters were written back')
+      t.notMatch(log.text(), /@example\.com/, 'no e-mail in the log')
+    })
+  })
+}
