@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { buildApp, type App } from '../../src/app.js'
-import { assertBadCredentials, assertSignedUp, captureLog, createTestDatabase, type DatabaseKind, errorBodies, seedAccounts, testConfig, testDatabases, uniqueUser } from '../helper.js'
+import { assertBadCredentials, assertSignedUp, captureLog, createTestDatabase, errorBodies, loginFrom, seedAccounts, testConfig, testDatabases, type DatabaseKind, uniqueUser } from '../helper.js'
 import { ownRedisSkip, startOwnRedis } from './own-redis.js'
 import { createTcpProxy } from '../support/tcp-proxy.js'
 
@@ -31,8 +31,7 @@ async function timed<A extends Answer> (t: Test, what: string, request: () => Pr
   return response
 }
 
-const login = (app: App, password: string, remoteAddress: string) =>
-  app.inject({ method: 'POST', url: '/auth/login', payload: { email: user.email, password }, remoteAddress })
+const login = (app: App, password: string, remoteAddress: string) => loginFrom(app, remoteAddress, user.email, password)
 /** A sign-up of a new account; answered 201, it must be that account's whole `{ id, username, email }`. */
 async function signup (app: App, remoteAddress: string) {
   const account = uniqueUser('ro')

@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { buildApp, type App } from '../../src/app.js'
 import { buildManagementApp } from '../../src/management/management-app.js'
 import { createMetrics } from '../../src/telemetry/metrics.js'
-import { captureLog, createTestDatabase, errorBodies, seedAccounts, testConfig, testDatabases } from '../helper.js'
+import { captureLog, createTestDatabase, errorBodies, loginFrom, seedAccounts, testConfig, testDatabases } from '../helper.js'
 import { ownRedisSkip, startOwnRedis } from './own-redis.js'
 
 const { badCredentials } = errorBodies
@@ -39,7 +39,7 @@ async function until<T> (read: () => Promise<T>, expected: T): Promise<T> {
 }
 
 const failLogin = async (t: Test, api: App, what: string) => {
-  const response = await api.inject({ method: 'POST', url: '/auth/login', payload: { email: user.email, password: 'Wrong12345' }, remoteAddress: '203.0.113.90' })
+  const response = await loginFrom(api, '203.0.113.90', user.email, 'Wrong12345')
   t.strictSame([response.statusCode, response.json()], [401, badCredentials], what)
 }
 

@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { buildApp, type App } from '../../src/app.js'
-import { captureLog, createTestDatabase, type DatabaseKind, errorBodies, seedAccounts, testConfig, testDatabases } from '../helper.js'
+import { captureLog, createTestDatabase, errorBodies, loginFrom, seedAccounts, testConfig, testDatabases, type DatabaseKind } from '../helper.js'
 import { ownRedisSkip, startOwnRedis } from './own-redis.js'
 
 const { tooMany, badCredentials } = errorBodies
@@ -31,8 +31,7 @@ async function sharedAgain (t: Test, apps: App[], what: string) {
   t.fail(`${what}: counting was not shared again within 20 s`)
 }
 
-const login = (app: App, password: string, remoteAddress: string) =>
-  app.inject({ method: 'POST', url: '/auth/login', payload: { email: user.email, password }, remoteAddress })
+const login = (app: App, password: string, remoteAddress: string) => loginFrom(app, remoteAddress, user.email, password)
 
 async function fail (t: Test, app: App, times: number, remoteAddress: string, what: string) {
   for (let i = 1; i <= times; i++) {
