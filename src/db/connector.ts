@@ -58,6 +58,7 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
   const hostOf = new WeakMap<Socket, number>()
   const avoidUntil = target.hosts.map(() => 0)
   const refusedWriteAt = target.hosts.map(() => -Infinity)
+  const droppedForWrite = new WeakSet<Socket>()
   let cursor = 0
   let lastFailure: Error | undefined
   let lastFailureAt = -Infinity
@@ -103,12 +104,15 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
     })
   }
 
-  /** Watched for answers; a connection that closes soon after it opened pauses its host. */
+  /**
+   * Watched for answers; a connection that closes soon after it opened pauses its host, unless we
+   * closed it for a refused write: that host ranks as one (`attemptOrder`), ahead of the failed.
+   */
   function watched (socket: Socket, hostIndex: number): Socket {
     const opened = now()
     hostOf.set(socket, hostIndex)
     socket.once('close', () => {
-      if (now() - opened < SHORT_LIVED_MS) avoidUntil[hostIndex] = Math.max(avoidUntil[hostIndex], now() + AVOID_MS)
+      if (now() - opened < SHORT_LIVED_MS && !droppedForWrite.has(socket)) avoidUntil[hostIndex] = Math.max(avoidUntil[hostIndex], now() + AVOID_MS)
     })
     // postgres.js listens for errors once it has the socket; until then one must not crash the process.
     socket.on('error', () => {})
@@ -187,6 +191,7 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
       const socket = answers.takeLastAnswered()
       if (!socket) return
       refusedWriteAt[hostOf.get(socket) ?? 0] = now()
+      droppedForWrite.add(socket)
       closeAtOnce(socket)
     },
     /** The socket whose server answered last: called from a query's settlement, that query's. */

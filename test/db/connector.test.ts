@@ -30,3 +30,32 @@ for (const [attrs, expected] of [['any', [4, 0]], ['read-write', [2, 2]]] as con
     t.strictSame(accepted, expected)
   })
 }
+
+t.test('a primary whose connection was closed for a refused write is tried before a standby that closed at once', async (t) => {
+  // Host 0 stands for a standby postgres.js refuses (its connections close at once), host 1 for
+  // a primary read-only for a while: it answers, and its connection is closed for a refused write.
+  const accepted = [0, 0]
+  const standby = createServer((socket: Socket) => { accepted[0]++; socket.on('error', () => {}); socket.destroy() })
+  const primary = createServer((socket: Socket) => { accepted[1]++; socket.on('error', () => {}); socket.on('data', (data) => socket.write(data)) })
+  const ports: number[] = []
+  for (const server of [standby, primary]) {
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    ports.push((server.address() as { port: number }).port)
+    t.teardown(() => new Promise((resolve) => server.close(resolve)))
+  }
+  const connector = createConnector(parseDatabaseUrl(`postgres://app@127.0.0.1:${ports[0]},127.0.0.1:${ports[1]}/users?sslmode=disable`), { connectTimeoutMs: 1000, answerDeadlineMs: Infinity })
+  t.teardown(() => { connector.destroyAll(); connector.stop() })
+  const closed = (socket: Socket) => new Promise((resolve) => socket.destroyed ? resolve(undefined) : socket.once('close', resolve))
+
+  await closed(await connector.open())
+  const onPrimary = await connector.open()
+  t.strictSame(accepted, [1, 1], 'the standby first, in turn, then the primary')
+  onPrimary.write('x')
+  await new Promise((resolve) => onPrimary.once('data', resolve))
+  connector.dropLastAnswered()
+  await closed(onPrimary)
+  // Both hosts closed a connection within a second of opening it; only the standby failed.
+  const again = await connector.open()
+  t.teardown(() => again.destroy())
+  t.strictSame(accepted, [1, 2], 'the primary again, not the standby')
+})

@@ -68,9 +68,10 @@ t.test('a primary read-only for 30 s behind a standby listed first: reads served
   t.comment(`${attempts.length} sign-ups ${JSON.stringify(counts)}; first 201 ${first ? first.startedAt - writable : 'never'} ms after the primary took writes; reads during: ${served} of ${reads.length} served`)
   t.ok(first, 'a sign-up succeeded within 10 s of the primary taking writes again')
   t.strictSame(loops.strays(), [], 'every answer is 201 or the contract\'s 503 with Retry-After: 1')
-  // Each refused write costs its connection, so on a loaded machine a read now and then waits past
-  // the 1 s acquire timeout for a new one: most, not all, are served.
-  t.ok(served >= reads.length * 0.8, `reads were served while the primary refused writes (${served} of ${reads.length})`)
+  // Each refused write costs its connection, and a new one opens at once on the primary (a host
+  // dropped for a refused write is not taken for one that failed): a read waits past the 1 s
+  // acquire timeout only on a machine too loaded to open one.
+  t.ok(served >= reads.length * 0.95, `reads were served while the primary refused writes (${served} of ${reads.length})`)
   const after = await read()
   t.equal(after.statusCode, 200)
   t.strictSame(after.json(), { id: 1, username: 'reader', email: 'reader@example.com', role: 'ROLE_USER' })
