@@ -21,7 +21,7 @@ import clientAddressPlugin from './plugins/client-address.js'
 import limitsRedisPlugin from './plugins/limits-redis.js'
 import signupLimitPlugin from './plugins/signup-limit.js'
 import loginLimitPlugin from './plugins/login-limit.js'
-import { clientErrorHandler, rerouteFrameworkError } from './http/refusals.js'
+import { clientErrorHandler, collectRoutePatterns, rerouteFrameworkError } from './http/refusals.js'
 import { deferredChildLogger, requestLogHook } from './telemetry/logger.js'
 import authRoutes from './routes/auth.js'
 import usersRoutes from './routes/users.js'
@@ -80,6 +80,8 @@ export async function buildApp (config: Config, deps: AppDependencies = {}) {
     // Requests that arrive while closing get the contract's 503 from plugins/http-edges.ts instead.
     return503OnClosing: false
   }).withTypeProvider<TypeBoxTypeProvider>()
+  // Before any route: the parser's refusals name the route of a request whose body was cut.
+  collectRoutePatterns(app)
   // Before any hook or route, so that @fastify/otel wraps every one of them in a span.
   if (deps.tracing) await app.register(deps.tracing.plugin)
 

@@ -13,6 +13,17 @@ import { unmatchedPath } from '../telemetry/logger.js'
  * frameworkErrors) by buildApp.
  */
 
+const routePatterns = new WeakMap<FastifyInstance, Set<string>>()
+
+/** Keeps every route's method and pattern as it is added, for `refuse`: call it before any route. */
+export function collectRoutePatterns (app: FastifyInstance): void {
+  const patterns = new Set<string>()
+  routePatterns.set(app, patterns)
+  app.addHook('onRoute', (route) => {
+    for (const method of [route.method].flat()) patterns.add(`${method} ${route.url}`)
+  })
+}
+
 /** The HTTP parser's refusals (Node's `clientError` codes), in the contract's words. */
 function parserRefusal (code: string | undefined): [number, string] {
   if (code === 'ERR_HTTP_REQUEST_TIMEOUT') return [408, messages.requestTimeout]
@@ -51,8 +62,9 @@ export function refuse (app: FastifyInstance, socket: Socket, statusCode: number
   const method = started?.method
   const path = started === undefined ? undefined : (started.url ?? '/').split('?')[0]
   // Only a path that is itself a route's pattern names the route: any other (percent-encoded,
-  // made up) would give the metrics one series per path tried.
-  const route = method !== undefined && path !== undefined && app.hasRoute({ method, url: path }) ? path : undefined
+  // made up) would give the metrics one series per path tried. Looked up in a set, never handed
+  // to the router's `hasRoute`, which parses its argument as a pattern and throws on `/auth/*x`.
+  const route = path !== undefined && routePatterns.get(app)?.has(`${method} ${path}`) === true ? path : undefined
   const named = started === undefined ? {} : { method, route: route ?? unmatchedPath(started.url ?? '/') }
   app.log.info({ reqId, ...named, statusCode, code }, 'request refused by the HTTP parser')
   // No start time is known: counted with no duration.

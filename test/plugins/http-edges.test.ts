@@ -210,6 +210,17 @@ t.test('answers outside the request pipeline have the contract\'s shape, headers
     t.strictSame(underAuth.body, { statusCode: 404, error: 'Not Found', message: 'Recurso no encontrado' })
   })
 
+  t.test('a body the parser refuses on a path that reads as a route pattern (/auth/*x): 400, and the instance serves on', async (t) => {
+    const before = await counted(app, 'POST', '<unmatched>', 400)
+    const { response, body } = await exchange(t, request('POST /auth/*x', { 'content-type': 'application/json', 'transfer-encoding': 'chunked' }) + 'ZZ\r\n')
+    t.equal(response.status, 400)
+    t.strictSame(body, { statusCode: 400, error: 'Bad Request', message: 'Petición no válida' })
+    t.equal(await counted(app, 'POST', '<unmatched>', 400), before + 1, 'counted under its method, as no route')
+    const next = await exchange(t, request('GET /users/me'))
+    t.equal(next.response.status, 401)
+    t.strictSame(next.body, { statusCode: 401, error: 'Unauthorized', message: 'Token ausente' })
+  })
+
   const refusals = [
     ['an unknown method', 'FOO /users/me HTTP/1.1\r\nHost: localhost\r\n\r\n', 400, 'HPE_INVALID_METHOD', 'Petición no válida'],
     ['CONNECT', 'CONNECT 127.0.0.1:22 HTTP/1.1\r\nHost: localhost\r\n\r\n', 400, 'CONNECT', 'Petición no válida'],
