@@ -51,6 +51,9 @@ const TLS_VERIFY_CODES = /^(ERR_TLS_|UNABLE_TO_|(SELF_SIGNED|DEPTH_ZERO_SELF_SIG
  * Such requests answer 503.
  */
 export function databaseUnavailable (error: unknown): boolean {
+  // A statement we cancelled past statement_timeout is the database's fault, whatever the server
+  // then answered (its cause): a deadlock or a class-22 refusal there would read as our bug.
+  if (error instanceof StatementCancelledError || (error as { cause?: unknown } | undefined)?.cause instanceof StatementCancelledError) return true
   const sqlState = pgFields(error)?.code
   if (typeof sqlState === 'string') {
     // 08: connection exception; 25006: read-only transaction (a standby, a demoted primary); 57P0x:
