@@ -15,10 +15,13 @@ return ARGV[1]
 `
 // KEYS: the epoch, this batch's marker, then each counter. ARGV: the epoch the batch was built
 // for, the marker's life, then for each counter the failures to add, the ms they have left, the
-// count at which that counter locks, and 1 when a success here cleared it first. A batch built for an epoch Redis no longer has is not
+// count at which that counter locks (-1: a share of a Redis that lost its keys), and 1 when a
+// success here cleared it first. A batch built for an epoch Redis no longer has is not
 // applied (-1); one already applied is not applied twice (0): a batch whose answer timed out may
 // have run, so it is sent again as it was, under its marker. A counter Redis did not have gets
-// this instance's time left; one that reaches its lock keeps at least the lock's time here.
+// this instance's time left; one that reaches its lock keeps at least the lock's time here. A
+// counter rebuilt from the instances' shares ends with the earliest of them: Redis's own window
+// began with its first failure, no later than any instance's, and a mirrored lock carries it.
 const WRITE_BACK = `
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
 if not redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[2]) then return 0 end
@@ -29,7 +32,7 @@ for i = 3, #KEYS do
   if add > 0 then
     local count = redis.call('INCRBY', KEYS[i], add)
     local ttl = redis.call('PTTL', KEYS[i])
-    if ttl < 0 or (count >= max and ttl < left) then redis.call('PEXPIRE', KEYS[i], left) end
+    if ttl < 0 or (max < 0 and left < ttl) or (max >= 0 and count >= max and ttl < left) then redis.call('PEXPIRE', KEYS[i], left) end
   end
 end
 return #KEYS - 2
@@ -100,7 +103,7 @@ export function createWriteBack (redis: Redis, local: MemoryAttemptStore, option
       // This instance's whole share of the counter, failures it never wrote included.
       unheard.delete(next.value)
       const held = local.failures(next.value)
-      if (held) items.push({ key: next.value, add: held.count, expiresAt: at + held.remainingMs, max: 0, clear: false })
+      if (held) items.push({ key: next.value, add: held.count, expiresAt: at + held.remainingMs, max: -1, clear: false })
     }
     if (pass) return batch(epoch, items)
     for (const [key, entry] of unheard) {
