@@ -64,6 +64,8 @@ export interface WriteBackOptions {
   /** Counters per script: a big backlog goes in several round trips, one at a time, never in one long script. */
   readonly batchSize?: number
   readonly maxEntries?: number
+  /** A failure or success not recorded: `maxEntries` counters already wait to be written. */
+  readonly onFull?: () => void
   readonly now?: () => number
 }
 
@@ -71,11 +73,12 @@ export interface WriteBackOptions {
  * Carries into Redis what this instance counted alone, once Redis answers again. If Redis kept
  * its keys, only the failures it never heard of are added. If it lost them, this instance adds
  * every failure it counted itself in the window and every lock it holds (its own, or one Redis
- * had reported to it): each instance adds its own share once, so the counts add up again without
- * any failure counted twice. Sign-ups are not carried (docs/decisions.md).
+ * had reported to it): each instance adds its own share once, so the counts add up again, at
+ * worst counting a failure twice, never losing one (docs/decisions.md, which also says why
+ * sign-ups are not carried).
  */
 export function createWriteBack (redis: Redis, local: MemoryAttemptStore, options: WriteBackOptions): WriteBack {
-  const { prefix, counting, windowMs, batchSize = 500, maxEntries = 100_000, now = Date.now } = options
+  const { prefix, counting, windowMs, batchSize = 500, maxEntries = 100_000, onFull, now = Date.now } = options
   if (!('limitsWriteBack' in redis)) {
     redis.defineCommand('limitsEpoch', { lua: EPOCH, numberOfKeys: 1 })
     redis.defineCommand('limitsWriteBack', { lua: WRITE_BACK })
@@ -160,6 +163,7 @@ export function createWriteBack (redis: Redis, local: MemoryAttemptStore, option
         // Failures before it are forgotten, here and, once written, in Redis.
         const { key, max } = counters[0]
         if (unheard.has(key) || unheard.size < maxEntries) unheard.set(key, { count: 0, expiresAt: at + windowMs, max, clear: true })
+        else onFull?.()
       } else {
         for (const { key, max } of counters) {
           const entry = unheard.get(key)
@@ -168,6 +172,8 @@ export function createWriteBack (redis: Redis, local: MemoryAttemptStore, option
             entry.max = Math.min(entry.max, max)
           } else if (unheard.size < maxEntries) {
             unheard.set(key, { count: 1, expiresAt: at + windowMs, max, clear: false })
+          } else {
+            onFull?.()
           }
         }
       }

@@ -2,6 +2,7 @@ import fp from 'fastify-plugin'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Config } from '../config/index.js'
 import { TooManyAttemptsError, serviceUnavailable } from '../http/errors.js'
+import { throttledWarning } from '../telemetry/logger.js'
 import { emailDigest, requestSecurityEvent } from '../telemetry/security-events.js'
 import { createMemoryStore, type AttemptStore } from '../limits/attempt-stores.js'
 import { createFamiliarAddresses } from '../limits/familiar-addresses.js'
@@ -57,7 +58,8 @@ export default fp<{ config: Config }>(async function loginLimitPlugin (app, { co
   let store: AttemptStore = memory
   const counting = app.limitsCounting
   if (redis && counting) {
-    const writeBack = createWriteBack(redis, memory, { prefix: app.limitsKeyPrefix, counting, windowMs: LOGIN_WINDOW_MS })
+    const full = throttledWarning(app.log, 'login failures counted while Redis was away exceed what this instance keeps for the write-back; the newest will not reach Redis')
+    const writeBack = createWriteBack(redis, memory, { prefix: app.limitsKeyPrefix, counting, windowMs: LOGIN_WINDOW_MS, onFull: () => full() })
     counting.catchUpWith(writeBack.catchUp)
     store = createFallbackStore(createRedisStore(redis), memory, { counting, writeBack })
   }

@@ -89,6 +89,22 @@ t.test('the write-back', { skip: ownRedisSkip }, async (t) => {
     }
   })
 
+  t.test('past its bound, what is not kept for Redis is said, and what is kept is written', async (t) => {
+    const own = await startOwnRedis(t)
+    const redis = client(t, own.url)
+    await connected(redis)
+    let full = 0
+    const writeBack = createWriteBack(redis, createMemoryStore(), { prefix: 'wb:', counting, windowMs: WINDOW, maxEntries: 2, onFull: () => { full++ } })
+    await writeBack.catchUp()
+    writeBack.record([{ key: 'wb:{login}:pair:a', max: 10 }, { key: 'wb:{login}:email:a', max: 50 }], WINDOW, 'failure')
+    writeBack.record([{ key: 'wb:{login}:pair:a', max: 10 }], WINDOW, 'failure')
+    t.equal(full, 0, 'two counters kept')
+    writeBack.record([{ key: 'wb:{login}:pair:b', max: 10 }], WINDOW, 'failure')
+    t.equal(full, 1, 'a third is not, and says so')
+    t.equal(await writeBack.catchUp(), 2)
+    t.strictSame(await redis.mget('wb:{login}:pair:a', 'wb:{login}:email:a', 'wb:{login}:pair:b'), ['2', '1', null])
+  })
+
   t.test('a batch whose answer never came is sent again and applied once', async (t) => {
     const own = await startOwnRedis(t)
     const redis = client(t, own.url)
