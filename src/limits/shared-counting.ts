@@ -107,6 +107,8 @@ export function createSharedCounting (redis: Redis, { log, onFallback, retryMs =
     },
     close () {
       closed = true
+      // A write-back queued in the background must not run on the connection being quit.
+      shared = false
       clearInterval(timer)
     }
   }

@@ -70,7 +70,7 @@ export function createMetrics (): Metrics {
   let limitsShared: (() => boolean) | undefined
   const limitsFallbacks = new Counter({
     name: 'limits_redis_fallbacks_total',
-    help: 'Login and sign-up limit decisions taken on this instance\'s counters because Redis did not answer, by limit',
+    help: 'Login and sign-up limit decisions taken on this instance\'s counters, by limit: Redis did not answer, or what was counted here meanwhile was not yet written back',
     labelNames: ['limit'] as const,
     registers: [registry]
   })
