@@ -64,7 +64,7 @@ t.test('logins in flight that fill a counter: the next gets 503, and one log lin
   const refused = await app.inject({ method: 'POST', url: '/held' })
   t.strictSame([refused.statusCode, refused.json()], [503, errorBodies.unavailable])
   release()
-  t.strictSame((await Promise.all(held)).map((answer) => answer.statusCode), Array(LOGIN_LIMITS.pair).fill(200))
+  t.strictSame((await Promise.all(held)).map((answer) => [answer.statusCode, answer.json()]), Array(LOGIN_LIMITS.pair).fill([200, { held: true }]))
   const lines = log.lines.filter((line) => line.level >= 40)
   t.strictSame(lines.map(({ msg, event, reason }) => ({ msg, event, reason })),
     [{ msg: 'excess_rate_limit_exceeded', event: 'excess_rate_limit_exceeded', reason: 'login in flight: pair' }], 'the security event alone')
