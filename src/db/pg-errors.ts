@@ -51,25 +51,30 @@ const TLS_VERIFY_CODES = /^(ERR_TLS_|UNABLE_TO_|(SELF_SIGNED|DEPTH_ZERO_SELF_SIG
  * Such requests answer 503.
  */
 export function databaseUnavailable (error: unknown): boolean {
-  // A statement we cancelled past statement_timeout is the database's fault, whatever the server
-  // then answered (its cause): a deadlock or a class-22 refusal there would read as our bug.
-  if (error instanceof StatementCancelledError || (error as { cause?: unknown } | undefined)?.cause instanceof StatementCancelledError) return true
-  const sqlState = pgFields(error)?.code
-  if (typeof sqlState === 'string') {
-    // 08: connection exception; 25006: read-only transaction (a standby, a demoted primary); 57P0x:
-    // admin/crash shutdown, cannot connect now; 57014: canceled (timeout); 53: insufficient resources;
-    // 42P01, 42703: no such table or column, a schema behind the code (MIGRATIONS=off before migrate);
-    // 28: the role may not log in; 3D000: the database is gone.
-    return sqlState.startsWith('08') || sqlState === '25006' || sqlState.startsWith('57P') || sqlState === '57014' || sqlState.startsWith('53') ||
-      sqlState === '42P01' || sqlState === '42703' || sqlState.startsWith('28') || sqlState === '3D000'
+  // The outermost link that names what happened decides: Drizzle's wrapper names nothing, the
+  // driver's error below it does; a statement we cancelled past statement_timeout
+  // (UMS_DB_TIMEOUT) stays the database's fault whatever the server then answered, its cause.
+  for (const { code } of causes(error)) {
+    if (isSqlState(code)) return unavailableSqlState(code)
+    // The network, our own bounds, and TLS to a server whose certificate no longer verifies.
+    if (typeof code === 'string' && (UNAVAILABLE_NODE_CODES.has(code) || TLS_VERIFY_CODES.test(code))) return true
   }
-  // The network, and TLS to a server whose certificate no longer verifies.
-  for (const { code } of causes(error)) if (typeof code === 'string' && (UNAVAILABLE_NODE_CODES.has(code) || TLS_VERIFY_CODES.test(code))) return true
   return false
 }
 
+// 08: connection exception; 25006: read-only transaction (a standby, a demoted primary); 57P0x:
+// admin/crash shutdown, cannot connect now; 57014: canceled (timeout); 53: insufficient resources;
+// 42P01, 42703: no such table or column, a schema behind the code (MIGRATIONS=off before migrate);
+// 28: the role may not log in; 3D000: the database is gone.
+const unavailableSqlState = (sqlState: string): boolean =>
+  sqlState.startsWith('08') || sqlState === '25006' || sqlState.startsWith('57P') || sqlState === '57014' || sqlState.startsWith('53') ||
+  sqlState === '42P01' || sqlState === '42703' || sqlState.startsWith('28') || sqlState === '3D000'
+
+const severityOf = (error: unknown): unknown => (error as { severity?: unknown } | undefined)?.severity
 /** An error the server sent (an ErrorResponse, ERROR or FATAL), not the client's nor the network's. */
-export const sentByServer = (error: unknown): boolean => typeof (error as { severity?: unknown } | undefined)?.severity === 'string'
+export const sentByServer = (error: unknown): boolean => typeof severityOf(error) === 'string'
+/** A server's refusal within the session (severity ERROR): the connection stays usable after a rollback. */
+export const refusedInSession = (error: unknown): boolean => severityOf(error) === 'ERROR'
 
 /**
  * The server will not take writes on this connection: read-only (25006), or shutting down for

@@ -3,11 +3,8 @@ import type { ReservedSql, Sql } from 'postgres'
 import type { Connector } from './connector.js'
 import { closeAtOnce, type PendingQuery } from './postgres-internals.js'
 import { withTimeout } from './database.js'
-import { AcquireTimeoutError, DatabaseTimeoutError, StatementCancelledError } from './pg-errors.js'
+import { AcquireTimeoutError, DatabaseTimeoutError, StatementCancelledError, refusedInSession } from './pg-errors.js'
 import { BEGIN_WITH_TIMEOUTS } from './postgres-options.js'
-
-/** A server's refusal within the session (severity ERROR): the connection stays usable after a rollback. */
-const refusedInSession = (error: unknown): boolean => (error as { severity?: unknown } | undefined)?.severity === 'ERROR'
 
 /** One statement on the transaction's connection: Drizzle's `unsafe(statement, params, options)`. */
 export type Send = (statement: string, params?: unknown[], options?: object) => PendingQuery

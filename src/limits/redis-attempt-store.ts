@@ -97,7 +97,7 @@ export function createFallbackStore (primary: AttemptStore, local: MemoryAttempt
     if (taken.status !== 'counted') return taken
     const finish = async (outcome: Outcome) => {
       await taken.attempt.finish(outcome)
-      writeBack.record(counters, windowMs, outcome)
+      writeBack.record(counters, outcome)
     }
     return { status: 'counted', attempt: { finish } }
   }
@@ -129,7 +129,7 @@ export function createFallbackStore (primary: AttemptStore, local: MemoryAttempt
       // An outcome that cannot be sent is written back later. One that was sent and not answered
       // is not: a paused Redis runs it when it resumes, and writing it back too would count it twice.
       const finishShared = async (outcome: Outcome) => {
-        if (!counting.isConnected()) return writeBack.record(counters, windowMs, outcome)
+        if (!counting.isConnected()) return writeBack.record(counters, outcome)
         await shared.finish(outcome).catch((error) => counting.lost(error))
       }
       return { status: 'counted', attempt: { finish } }

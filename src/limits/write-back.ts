@@ -52,7 +52,7 @@ export interface WriteBack {
    * An outcome Redis never heard of: of a login counted here while Redis did not answer, or whose
    * write could not be sent. A failure adds to every counter, a success clears the first.
    */
-  record (counters: readonly Counter[], windowMs: number, outcome: Outcome): void
+  record (counters: readonly Counter[], outcome: Outcome): void
   /** Writes back until nothing is left; the number of counters written. One run at a time. */
   catchUp (): Promise<number>
 }
@@ -60,6 +60,7 @@ export interface WriteBack {
 export interface WriteBackOptions {
   readonly prefix: string
   readonly counting: SharedCounting
+  /** The counters' window: how long a recorded outcome counts, and how long a batch's marker lives. */
   readonly windowMs: number
   /** Counters per script: a big backlog goes in several round trips, one at a time, never in one long script. */
   readonly batchSize?: number
@@ -156,7 +157,7 @@ export function createWriteBack (redis: Redis, local: MemoryAttemptStore, option
   }
 
   return {
-    record (counters, windowMs, outcome) {
+    record (counters, outcome) {
       if (outcome === 'abandoned') return
       const at = now()
       if (outcome === 'success') {

@@ -1,10 +1,10 @@
 import t, { type Test } from 'tap'
-import { setTimeout as sleep } from 'node:timers/promises'
 import { buildApp, type App } from '../../src/app.js'
 import { buildManagementApp } from '../../src/management/management-app.js'
 import { createMetrics } from '../../src/telemetry/metrics.js'
 import { captureLog, createTestDatabase, errorBodies, loginFrom, seedAccounts, testConfig, testDatabases } from '../helper.js'
 import { ownRedisSkip, startOwnRedis } from './own-redis.js'
+import { until } from '../deploy/processes.js'
 
 const { badCredentials } = errorBodies
 const { user } = seedAccounts
@@ -28,14 +28,10 @@ async function metric (management: Awaited<ReturnType<typeof setup>>['management
   return line === undefined ? undefined : Number(line.slice(series.length + 1))
 }
 
-/** Polls `read` until it gives `expected`; generous bounds, the machine is shared. */
-async function until<T> (read: () => Promise<T>, expected: T): Promise<T> {
-  let value = await read()
-  for (let tries = 0; tries < 200 && value !== expected; tries++) {
-    await sleep(100)
-    value = await read()
-  }
-  return value
+/** Polls `read` until it gives `expected` (20 s at most: the machine is shared), then gives what it reads. */
+async function settled<T> (read: () => Promise<T>, expected: T): Promise<T> {
+  await until(`reads ${String(expected)}`, async () => await read() === expected, 20_000).catch(() => {})
+  return await read()
 }
 
 const failLogin = async (t: Test, api: App, what: string) => {
@@ -52,13 +48,13 @@ for (const kind of testDatabases()) {
       t.equal(await up(), 1, 'counting in Redis')
       t.equal(await metric(management, 'limits_redis_fallbacks_total{limit="login"}'), undefined, 'no fallback yet')
       await redis.stop()
-      t.equal(await until(up, 0), 0, 'Redis stopped')
+      t.equal(await settled(up, 0), 0, 'Redis stopped')
       await failLogin(t, api, 'a login while Redis is down')
       t.equal(await metric(management, 'limits_redis_fallbacks_total{limit="login"}'), 1, 'the login was decided on this instance\'s counters')
       const ready = await management.inject('/health/ready')
       t.strictSame([ready.statusCode, ready.json()], [200, { status: 'up', database: 'up' }], 'Redis down never makes the instance unready')
       await redis.restart()
-      t.equal(await until(up, 1), 1, 'Redis back, counts written back')
+      t.equal(await settled(up, 1), 1, 'Redis back, counts written back')
     })
 
     t.test('each outage is logged at both edges, even two within a minute', async (t) => {
@@ -72,7 +68,7 @@ for (const kind of testDatabases()) {
         await failLogin(t, api, `outage ${outage}: a login`)
         await failLogin(t, api, `outage ${outage}: another login`)
         await redis.restart()
-        await until(async () => edges().length, 2 * outage)
+        await settled(async () => edges().length, 2 * outage)
       }
       t.strictSame(edges(), [down, back, down, back], 'one warning as each outage starts, one info line as it ends')
       const backLines = log.lines.filter((line) => /answers again/.test(line.msg))

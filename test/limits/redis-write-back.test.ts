@@ -1,8 +1,8 @@
 import t, { type Test } from 'tap'
-import { setTimeout as sleep } from 'node:timers/promises'
 import { buildApp, type App } from '../../src/app.js'
 import { captureLog, createTestDatabase, errorBodies, loginFrom, seedAccounts, testConfig, testDatabases, type DatabaseKind } from '../helper.js'
 import { ownRedisSkip, startOwnRedis } from './own-redis.js'
+import { until } from '../deploy/processes.js'
 
 const { tooMany, badCredentials } = errorBodies
 const { user } = seedAccounts
@@ -24,11 +24,8 @@ async function instances (t: Test, kind: DatabaseKind, count: number, redisUrl: 
 
 /** Polls until each instance counts in Redis again (its write-back done); generous, the machine is shared. */
 async function sharedAgain (t: Test, apps: App[], what: string) {
-  for (let tries = 0; tries < 200; tries++) {
-    if (apps.every((app) => app.limitsCounting?.isShared() === true)) return
-    await sleep(100)
-  }
-  t.fail(`${what}: counting was not shared again within 20 s`)
+  await until(what, () => apps.every((app) => app.limitsCounting?.isShared() === true), 20_000)
+    .catch(() => t.fail(`${what}: counting was not shared again within 20 s`))
 }
 
 const login = (app: App, password: string, remoteAddress: string) => loginFrom(app, remoteAddress, user.email, password)

@@ -5,6 +5,7 @@ import { createMemoryStore } from '../../src/limits/attempt-stores.js'
 import type { SharedCounting } from '../../src/limits/shared-counting.js'
 import { createWriteBack } from '../../src/limits/write-back.js'
 import { ownRedisSkip, startOwnRedis } from './own-redis.js'
+import { until } from '../deploy/processes.js'
 
 const WINDOW = 15 * 60_000
 const counting = { isShared: () => false, lost: () => {} } as unknown as SharedCounting
@@ -18,10 +19,7 @@ function client (t: Test, url: string) {
 }
 
 /** Polls until the client's connection is ready again (after a start or a restart). */
-async function connected (redis: Redis) {
-  for (let tries = 0; redis.status !== 'ready' && tries < 200; tries++) await sleep(100)
-  if (redis.status !== 'ready') throw new Error('Redis did not connect')
-}
+const connected = (redis: Redis) => until('Redis connected', () => redis.status === 'ready', 20_000)
 
 /** The counters a write-back script carried, per call: a spy on the command it defined. */
 function spyOnScripts (redis: Redis, before = () => {}) {
@@ -96,10 +94,10 @@ t.test('the write-back', { skip: ownRedisSkip }, async (t) => {
     let full = 0
     const writeBack = createWriteBack(redis, createMemoryStore(), { prefix: 'wb:', counting, windowMs: WINDOW, maxEntries: 2, onFull: () => { full++ } })
     await writeBack.catchUp()
-    writeBack.record([{ key: 'wb:{login}:pair:a', max: 10 }, { key: 'wb:{login}:email:a', max: 50 }], WINDOW, 'failure')
-    writeBack.record([{ key: 'wb:{login}:pair:a', max: 10 }], WINDOW, 'failure')
+    writeBack.record([{ key: 'wb:{login}:pair:a', max: 10 }, { key: 'wb:{login}:email:a', max: 50 }], 'failure')
+    writeBack.record([{ key: 'wb:{login}:pair:a', max: 10 }], 'failure')
     t.equal(full, 0, 'two counters kept')
-    writeBack.record([{ key: 'wb:{login}:pair:b', max: 10 }], WINDOW, 'failure')
+    writeBack.record([{ key: 'wb:{login}:pair:b', max: 10 }], 'failure')
     t.equal(full, 1, 'a third is not, and says so')
     t.equal(await writeBack.catchUp(), 2)
     t.strictSame(await redis.mget('wb:{login}:pair:a', 'wb:{login}:email:a', 'wb:{login}:pair:b'), ['2', '1', null])
@@ -113,7 +111,7 @@ t.test('the write-back', { skip: ownRedisSkip }, async (t) => {
     const writeBack = createWriteBack(redis, local, { prefix: 'wb:', counting, windowMs: WINDOW })
     await writeBack.catchUp()
     const counters = [{ key: 'wb:{login}:pair:a', max: 10 }, { key: 'wb:{login}:email:a', max: 50 }]
-    for (let i = 0; i < 3; i++) writeBack.record(counters, WINDOW, 'failure')
+    for (let i = 0; i < 3; i++) writeBack.record(counters, 'failure')
     // Paused between the epoch's answer and the script: the script waits in Redis's socket.
     let pauses = 1
     const calls = spyOnScripts(redis, () => { if (pauses-- > 0) own.pause() })
