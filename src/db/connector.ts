@@ -4,6 +4,7 @@ import { describeHost, type DatabaseTarget } from '../config/database-url.js'
 import { negotiateTls, tlsSettings } from './tls.js'
 import { closeAtOnce } from './postgres-internals.js'
 import { createAnswerWatch } from './answer-watch.js'
+import { createCancels } from './cancels.js'
 
 /**
  * A host that failed or closed a new connection at once is tried after the others for this
@@ -50,7 +51,8 @@ export class StartTimeoutError extends Error {
  *   host that answers, in the URL's order);
  * - TLS: negotiated here with libpq's `sslmode` (postgres.js is told none), so the socket
  *   postgres.js writes to is the one carrying the plain protocol, whatever the transport;
- * - the answer deadline (src/db/answer-watch.ts), on the socket that carries the protocol.
+ * - the answer deadline (src/db/answer-watch.ts), on the socket that carries the protocol;
+ * - cancels, each to the host of its statement's connection (src/db/cancels.ts).
  */
 export function createConnector (target: DatabaseTarget, { connectTimeoutMs, answerDeadlineMs, now = Date.now }: ConnectorOptions) {
   const tls = tlsSettings(target)
@@ -64,6 +66,7 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
   let lastFailureAt = -Infinity
   /** Told when every host failed in one round of `open`. */
   const roundWatchers = new Set<(error: Error) => void>()
+  const cancels = createCancels(connectHost, connectTimeoutMs)
 
   /** One host: TCP, then what `sslmode` asks for (src/db/tls.ts), within the connect timeout. */
   function connectHost (index: number): Promise<Socket> {
@@ -116,6 +119,7 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
     })
     // postgres.js listens for errors once it has the socket; until then one must not crash the process.
     socket.on('error', () => {})
+    cancels.watch(socket, hostIndex)
     return answers.watch(socket, describeHost(target.hosts[hostIndex]))
   }
 
@@ -194,6 +198,8 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
       droppedForWrite.add(socket)
       closeAtOnce(socket)
     },
+    /** Cancels what a connection of ours runs, on the host that connection is on (src/db/cancels.ts). */
+    cancel: cancels.cancel,
     /** The socket whose server answered last: called from a query's settlement, that query's. */
     lastAnswered: answers.lastAnswered,
     /** Closes the connections idle since `before`: postgres.js sees them close and opens them anew. */

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs'
 import type { Socket } from 'node:net'
 import { Readable } from 'node:stream'
 import { finished } from 'node:stream/promises'
+import type { BackendKey } from './cancels.js'
 
 const isPatched = (connection: string) => connection.includes('if (initial && connection.queue === queues.connecting')
 /** The installed driver's answer, read once: the migrations and the pool both ask at start. */
@@ -31,9 +32,9 @@ export function assertDriverPatched (connection?: string): void {
  * Everything of postgres.js that is not its documented API, in one place (read from 3.4.9's
  * src/connection.js and src/query.js, patched; test/db/postgres-internals.test.ts fails when an
  * upgrade changes any of it):
- * - a query's `state` is null until a connection takes it;
- * - `cancel()` on a query on a connection sends a CancelRequest and leaves the query to settle
- *   through `resolve` or `reject`, which may be replaced first;
+ * - a query's `state` is null until a connection takes it, then that connection's backend key
+ *   (`pid` and `secret`, BackendKeyData's), which a CancelRequest of ours names (cancelRunning);
+ * - a query on a connection settles through `resolve` or `reject`, which may be replaced first;
  * - `cancel()` on a query still waiting removes it from the queue and rejects it through
  *   `reject`, which may be replaced first to reject with an error of ours; a connection that
  *   was opening for that query (its first) keeps it through every host it tries and, once
@@ -46,7 +47,7 @@ export function assertDriverPatched (connection?: string): void {
  *   write (src/db/connector.ts), as a refused connection would.
  */
 export interface PendingQuery extends Promise<unknown> {
-  state: unknown
+  state: BackendKey | null
   resolve: (value: unknown) => void
   reject: (error: unknown) => void
   readable (): Promise<Readable>
@@ -54,7 +55,7 @@ export interface PendingQuery extends Promise<unknown> {
 }
 
 /** True once the query is on a connection (sent, or about to be). */
-export const onConnection = (query: PendingQuery): boolean => query.state !== null
+export const onConnection = (query: PendingQuery): query is PendingQuery & { state: BackendKey } => query.state !== null
 
 /** Takes a query that still waits for a connection out of the queue, failing it with `error`. */
 export function failWaiting (query: PendingQuery, error: Error): void {
@@ -64,17 +65,19 @@ export function failWaiting (query: PendingQuery, error: Error): void {
 }
 
 /**
- * Cancels a query that is on a connection (postgres.js's documented `cancel()`, which sends the
- * server a CancelRequest), failing it with what `fail` makes of its settlement, a success
- * included: a commit whose wait for a synchronous standby is cancelled succeeds locally,
- * unreplicated, and must not be acknowledged as if it had been (`resolve` and `reject` are
- * replaced as in failWaiting). `fail` is given the rejection, if any.
+ * Cancels a query that is on a connection: `sendCancel` sends its server a CancelRequest for the
+ * query's backend (postgres.js's own `cancel()` would open that socket through the connection
+ * factory, on whichever host comes next: src/db/cancels.ts). The query fails with what `fail`
+ * makes of its settlement, a success included: a commit whose wait for a synchronous standby is
+ * cancelled succeeds locally, unreplicated, and must not be acknowledged as if it had been
+ * (`resolve` and `reject` are replaced as in failWaiting). `fail` is given the rejection, if any.
  */
-export function cancelRunning (query: PendingQuery, fail: (rejection?: unknown) => unknown): void {
+export function cancelRunning (query: PendingQuery & { state: BackendKey }, fail: (rejection?: unknown) => unknown, sendCancel: (key: BackendKey) => Promise<unknown>): void {
   const reject = query.reject
   query.resolve = () => reject(fail())
   query.reject = (rejection) => reject(fail(rejection))
-  Promise.resolve(query.cancel()).catch(() => {})
+  // A cancel that cannot be sent leaves the statement to the answer deadline, which fails it.
+  sendCancel(query.state).catch(() => {})
 }
 
 /**

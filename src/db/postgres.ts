@@ -89,7 +89,7 @@ export async function connectPostgres (options: PostgresOptions): Promise<Databa
       if (onConnection(query) && !cancelled.has(query)) {
         cancelled.add(query)
         // Whatever the server answers fails it; a lost connection keeps its own reason (NoAnswerError).
-        cancelRunning(query, (rejection) => rejection === undefined || sentByServer(rejection) ? new StatementCancelledError(STATEMENT_TIMEOUT_MS, rejection) : rejection)
+        cancelRunning(query, (rejection) => rejection === undefined || sentByServer(rejection) ? new StatementCancelledError(STATEMENT_TIMEOUT_MS, rejection) : rejection, connector.cancel)
       }
       return 'keep'
     })

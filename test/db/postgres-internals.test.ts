@@ -2,7 +2,7 @@ import postgres from 'postgres'
 import t, { type Test } from 'tap'
 import { parseDatabaseUrl } from '../../src/config/database-url.js'
 import { createConnector } from '../../src/db/connector.js'
-import { assertDriverPatched, closeAtOnce, copyOut, failWaiting, onConnection, type PendingQuery } from '../../src/db/postgres-internals.js'
+import { assertDriverPatched, cancelRunning, closeAtOnce, copyOut, failWaiting, onConnection, type PendingQuery } from '../../src/db/postgres-internals.js'
 import { clientOptions } from '../../src/db/postgres-options.js'
 
 // Canaries for src/db/postgres-internals.ts: each fails when a postgres.js upgrade changes what
@@ -33,6 +33,20 @@ t.test('a waiting query has no state until a connection takes it, and failWaitin
   t.equal(await failed, 'ours', 'rejected with the error given')
   t.equal(await done, 'answered')
   t.strictSame([...await sql.unsafe('select 2 as two')], [{ two: 2 }], 'the pool goes on')
+})
+
+t.test('a running query\'s state is its connection\'s backend key: cancelRunning with the connector\'s cancel stops it on its server', { skip }, async (t) => {
+  const { sql, connector } = client(t)
+  const [{ pid }] = await sql`select pg_backend_pid() as pid`
+  const sleeping = sql.unsafe('select pg_sleep(3)') as unknown as PendingQuery
+  const failed = sleeping.then(() => 'answered', (error: { code?: string }) => error.code)
+  for (const deadline = Date.now() + 3000; !onConnection(sleeping) && Date.now() < deadline;) await new Promise((resolve) => setTimeout(resolve, 5))
+  t.strictSame(onConnection(sleeping) && [sleeping.state.pid, typeof sleeping.state.secret], [pid, 'number'], 'the pid of the connection it runs on')
+  const started = Date.now()
+  if (onConnection(sleeping)) cancelRunning(sleeping, (rejection) => rejection, connector.cancel)
+  t.equal(await failed, '57014', 'cancelled by the server: canceling statement due to user request')
+  t.ok(Date.now() - started < 2000, `within ${Date.now() - started} ms, not after the 3 s sleep`)
+  t.equal(await connector.cancel({ pid: 0, secret: 0 }), false, 'a key no connection of ours has: nothing sent')
 })
 
 t.test('COPY … TO STDOUT: each row handed over as one CopyData message', { skip }, async (t) => {

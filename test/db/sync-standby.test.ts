@@ -57,3 +57,21 @@ t.test('through PgBouncer in transaction mode, a synchronous standby stopped: 50
   const after = await Promise.all(['after1', 'after2', 'after3'].map(signup))
   t.strictSame(after.map((a) => [a.statusCode, a.json().username]), [[201, 'after1'], [201, 'after2'], [201, 'after3']], 'every connection of the pool works')
 })
+
+// A cancel goes to the host its statement's connection is on. postgres.js opens the cancel's
+// socket through the connector like a new connection, which took the next host in turn: with a
+// standby listed first, half the cancels reached the standby, which ignores them, and those
+// backends waited for good.
+t.test('a standby listed first: each commit waiting for a synchronous standby that is gone is cancelled on the primary', { skip: pgServersSkip() }, async (t) => {
+  const primary = await createPrimary(t)
+  const standby = await createStandby(t, primary, { synchronous: false })
+  const { app } = await productionApp(t, `postgres://postgres@127.0.0.1:${standby.port},127.0.0.1:${primary.port}/postgres?target_session_attrs=read-write`, { DB_POOL_MAX: '4' })
+  await primary.query("alter system set synchronous_standby_names = 'gone'")
+  await primary.query('select pg_reload_conf()')
+  const answers = await Promise.all(['cancel1', 'cancel2', 'cancel3', 'cancel4'].map((username) =>
+    app.inject({ method: 'POST', url: '/auth/signup', payload: { username, email: `${username}@example.com`, password: 'Secreto123' } })))
+  t.strictSame(answers.map((a) => [a.statusCode, a.json()]), answers.map(() => [503, errorBodies.unavailable]))
+  await until('no backend waits for the standby', async () => await waitingForStandby(primary) === 0, 5000).catch(() => {})
+  t.equal(await waitingForStandby(primary), 0, 'no backend waits for the standby')
+  t.equal(primary.logs().match(/WARNING: {2}canceling wait for synchronous replication due to user request/g)?.length, 4, 'the primary cancelled four waits')
+})

@@ -25,8 +25,7 @@ function reservedConnection (plans: Record<string, Plan>) {
       sent.push(statement)
       const controls: Partial<PendingQuery> = {}
       const query = Object.assign(new Promise((resolve, reject) => Object.assign(controls, { resolve, reject })), controls, {
-        state: {},
-        cancel: async () => {}
+        state: { pid: 1, secret: 2 }
       }) as unknown as PendingQuery
       return query
     },
@@ -35,7 +34,7 @@ function reservedConnection (plans: Record<string, Plan>) {
   // The pool's tracking, and its sweep where the plan says the statement outlives statement_timeout.
   const track = (query: PendingQuery): PendingQuery => {
     const plan = plans[sent[sent.length - 1]] ?? 'answer'
-    if (plan.startsWith('cancel')) cancelRunning(query, (rejection) => new StatementCancelledError(5000, rejection))
+    if (plan.startsWith('cancel')) cancelRunning(query as PendingQuery & { state: { pid: 1, secret: 2 } }, (rejection) => new StatementCancelledError(5000, rejection), async () => true)
     setImmediate(() => plan.endsWith('refuse') ? query.reject(refusal('57014')) : query.resolve([]))
     return query
   }
