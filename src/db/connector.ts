@@ -1,7 +1,8 @@
-import { connect, Socket } from 'node:net'
+import { Socket } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { describeHost, type DatabaseTarget } from '../config/database-url.js'
-import { negotiateTls, tlsSettings } from './tls.js'
+import { connectTo } from './connect-to.js'
+import { tlsSettings } from './tls.js'
 import { closeAtOnce } from './postgres-internals.js'
 import { createAnswerWatch } from './answer-watch.js'
 import { createCancels } from './cancels.js'
@@ -26,11 +27,6 @@ export interface ConnectorOptions {
   /** Longest wait for an answer to something written before the socket is destroyed; Infinity: never. */
   readonly answerDeadlineMs: number
   readonly now?: () => number
-}
-
-/** A TCP connect (or a socket folder's connect) that did not complete in time. */
-class ConnectTimeoutError extends Error {
-  readonly code = 'CONNECT_TIMEOUT'
 }
 
 /** No host of the URL took a connection while a client started: the hosts, and the last failure. */
@@ -66,25 +62,8 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
   let lastFailureAt = -Infinity
   /** Told when every host failed in one round of `open`. */
   const roundWatchers = new Set<(error: Error) => void>()
+  const connectHost = (index: number) => connectTo(target.hosts[index], target.sslMode, tls, connectTimeoutMs)
   const cancels = createCancels(connectHost, connectTimeoutMs)
-
-  /** One host: TCP, then what `sslmode` asks for (src/db/tls.ts), within the connect timeout. */
-  function connectHost (index: number): Promise<Socket> {
-    const { host, port } = target.hosts[index]
-    return new Promise((resolve, reject) => {
-      const raw = host.startsWith('/') ? connect(`${host}/.s.PGSQL.${port}`) : connect(port, host)
-      const fail = (error: Error) => { clearTimeout(timer); raw.destroy(); reject(error) }
-      const timer = setTimeout(() => fail(new ConnectTimeoutError(`no connection to ${describeHost(target.hosts[index])} within ${connectTimeoutMs} ms`)), connectTimeoutMs)
-      raw.once('error', fail)
-      raw.once('connect', () => {
-        negotiateTls(raw, target.hosts[index], target.sslMode, tls).then((socket) => {
-          clearTimeout(timer)
-          raw.removeListener('error', fail)
-          resolve(socket)
-        }, fail)
-      })
-    })
-  }
 
   /**
    * Every host once, from the next in turn: the free ones first; then those that just refused a

@@ -1,0 +1,29 @@
+import { connect, type Socket } from 'node:net'
+import { describeHost, type DatabaseHost, type SslMode } from '../config/database-url.js'
+import { negotiateTls, type TlsSettings } from './tls.js'
+
+/** A TCP connect (or a socket folder's connect) that did not complete in time. */
+class ConnectTimeoutError extends Error {
+  readonly code = 'CONNECT_TIMEOUT'
+}
+
+/**
+ * One host: TCP (or its Unix socket folder), then what `sslmode` asks for (src/db/tls.ts), within
+ * `timeoutMs`. Resolves with the socket that carries the protocol.
+ */
+export function connectTo (target: DatabaseHost, sslMode: SslMode, tls: TlsSettings | null, timeoutMs: number): Promise<Socket> {
+  const { host, port } = target
+  return new Promise((resolve, reject) => {
+    const raw = host.startsWith('/') ? connect(`${host}/.s.PGSQL.${port}`) : connect(port, host)
+    const fail = (error: Error) => { clearTimeout(timer); raw.destroy(); reject(error) }
+    const timer = setTimeout(() => fail(new ConnectTimeoutError(`no connection to ${describeHost(target)} within ${timeoutMs} ms`)), timeoutMs)
+    raw.once('error', fail)
+    raw.once('connect', () => {
+      negotiateTls(raw, target, sslMode, tls).then((socket) => {
+        clearTimeout(timer)
+        raw.removeListener('error', fail)
+        resolve(socket)
+      }, fail)
+    })
+  })
+}
