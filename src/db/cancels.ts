@@ -1,7 +1,10 @@
 import { once } from 'node:events'
 import type { Socket } from 'node:net'
 
-/** What a CancelRequest names: the backend's process id and secret, as BackendKeyData gave them. */
+/**
+ * What a CancelRequest names: the backend's process id and secret, as BackendKeyData gave them.
+ * A query's (src/db/postgres-internals.ts) is its connection's, rewritten when that reopens.
+ */
 export interface BackendKey {
   readonly pid: number
   readonly secret: number
@@ -21,13 +24,16 @@ const keyName = ({ pid, secret }: BackendKey) => `${pid}/${secret}`
 function readBackendKey (socket: Socket, onKey: (key: BackendKey) => void): void {
   let pending: Buffer = Buffer.alloc(0)
   const stop = () => socket.removeListener('data', onData)
+  // Called inside the socket's 'data' emit, where a throw would end the process: a message
+  // that is not the protocol's stops the reading, and postgres.js, reading the same bytes, fails.
   function onData (chunk: Buffer) {
     pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk])
     let at = 0
     while (pending.length - at >= 5) {
       const type = pending[at]
-      if (type === READY_FOR_QUERY || type === ERROR_RESPONSE) return stop()
-      const end = at + 1 + pending.readUInt32BE(at + 1)
+      const length = pending.readUInt32BE(at + 1)
+      if (type === READY_FOR_QUERY || type === ERROR_RESPONSE || length < 4 || (type === BACKEND_KEY_DATA && length !== 12)) return stop()
+      const end = at + 1 + length
       if (pending.length < end) break
       if (type === BACKEND_KEY_DATA) {
         stop()
@@ -67,13 +73,17 @@ export function createCancels (connectHost: (hostIndex: number) => Promise<Socke
   async function cancel (key: BackendKey): Promise<boolean> {
     const hostIndex = hostOfKey.get(keyName(key))
     if (hostIndex === undefined) return false
-    const socket = await connectHost(hostIndex)
+    // Read now: a query's key is its connection's, which postgres.js rewrites in place when that
+    // connection opens anew, as it may while we connect; a later read could cancel another statement.
     const request = Buffer.alloc(16)
     request.writeUInt32BE(16, 0)
     request.writeUInt32BE(CANCEL_REQUEST_CODE, 4)
     request.writeUInt32BE(key.pid, 8)
     request.writeUInt32BE(key.secret, 12)
+    const socket = await connectHost(hostIndex)
     const timer = setTimeout(() => socket.destroy(new Error(`no close after a cancel request within ${timeoutMs} ms`)), timeoutMs)
+    // A cancel does not hold the process open at shutdown.
+    timer.unref()
     try {
       const closed = once(socket, 'close')
       // Written, not ended: the server closes once it has read it. PgBouncer 1.18 took our end

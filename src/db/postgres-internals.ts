@@ -33,7 +33,8 @@ export function assertDriverPatched (connection?: string): void {
  * src/connection.js and src/query.js, patched; test/db/postgres-internals.test.ts fails when an
  * upgrade changes any of it):
  * - a query's `state` is null until a connection takes it, then that connection's backend key
- *   (`pid` and `secret`, BackendKeyData's), which a CancelRequest of ours names (cancelRunning);
+ *   (`pid` and `secret`, BackendKeyData's), which a CancelRequest of ours names (cancelRunning):
+ *   the connection's own object, which postgres.js rewrites when the connection opens anew;
  * - a query on a connection settles through `resolve` or `reject`, which may be replaced first;
  * - `cancel()` on a query still waiting removes it from the queue and rejects it through
  *   `reject`, which may be replaced first to reject with an error of ours; a connection that
