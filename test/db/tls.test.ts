@@ -3,6 +3,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import t, { type Test } from 'tap'
+import { until } from '../deploy/processes.js'
+import { errorBodies } from '../helper.js'
 import { createCertificates } from '../support/pg-certificates.js'
 import { createPrimary, pgServersSkip } from '../support/pg-servers.js'
 import { productionApp } from '../support/production-app.js'
@@ -33,6 +35,22 @@ t.test('verify-full against a CA file serves, and every connection of the servic
   const connections = await server.query("select a.application_name as name, s.ssl from pg_stat_activity a join pg_stat_ssl s using (pid) where a.application_name like 'user-management%' order by 1")
   t.ok(connections.length >= 2, `${connections.length} connections of the service`)
   t.strictSame(connections.filter((c) => c.ssl !== true), [], 'all encrypted')
+})
+
+// A cancel goes out as a connection does (src/db/cancels.ts): with verify-full, over TLS, which
+// the server takes as it does a plain one (PostgreSQL reads the request after the handshake).
+t.test('a commit waiting for a synchronous standby that is gone, with verify-full: 503, and the cancel reaches the server', { skip }, async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'ums-tls-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  const certificates = await createCertificates(dir, ['127.0.0.1'])
+  const server = await createPrimary(t, { tls: certificates })
+  const { app } = await productionApp(t, `postgres://postgres@127.0.0.1:${server.port}/postgres?sslmode=verify-full&sslrootcert=${certificates.ca}`)
+  await server.query("alter system set synchronous_standby_names = 'gone'")
+  await server.query('select pg_reload_conf()')
+  const answer = await app.inject({ method: 'POST', url: '/auth/signup', payload: { username: 'tlscancel', email: 'tlscancel@example.com', password: 'Secreto123' } })
+  t.strictSame([answer.statusCode, answer.json()], [503, errorBodies.unavailable])
+  await until('the wait cancelled', async () => /canceling wait for synchronous replication due to user request/.test(server.logs()), 5000).catch(() => {})
+  t.match(server.logs(), /WARNING: {2}canceling wait for synchronous replication due to user request/, 'the server cancelled the wait')
 })
 
 t.test('a certificate the CA did not sign stops the start: exit 1, one line naming the problem', { skip }, async (t) => {
