@@ -10,41 +10,9 @@ export interface BackendKey {
   readonly secret: number
 }
 
-const BACKEND_KEY_DATA = 0x4b
-const READY_FOR_QUERY = 0x5a
-const ERROR_RESPONSE = 0x45
 const CANCEL_REQUEST_CODE = 80877102
 
 const keyName = ({ pid, secret }: BackendKey) => `${pid}/${secret}`
-
-/**
- * Calls `onKey` with the backend key the server sends while a connection starts, read off the
- * socket that carries the protocol, then stops reading; nothing if the server sends none.
- */
-function readBackendKey (socket: Socket, onKey: (key: BackendKey) => void): void {
-  let pending: Buffer = Buffer.alloc(0)
-  const stop = () => socket.removeListener('data', onData)
-  // Called inside the socket's 'data' emit, where a throw would end the process: a message
-  // that is not the protocol's stops the reading, and postgres.js, reading the same bytes, fails.
-  function onData (chunk: Buffer) {
-    pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk])
-    let at = 0
-    while (pending.length - at >= 5) {
-      const type = pending[at]
-      const length = pending.readUInt32BE(at + 1)
-      if (type === READY_FOR_QUERY || type === ERROR_RESPONSE || length < 4 || (type === BACKEND_KEY_DATA && length !== 12)) return stop()
-      const end = at + 1 + length
-      if (pending.length < end) break
-      if (type === BACKEND_KEY_DATA) {
-        stop()
-        return onKey({ pid: pending.readUInt32BE(at + 5), secret: pending.readUInt32BE(at + 9) })
-      }
-      at = end
-    }
-    pending = pending.subarray(at)
-  }
-  socket.on('data', onData)
-}
 
 /**
  * CancelRequests sent to the host a statement's connection is on. postgres.js opens a cancel's
@@ -57,12 +25,11 @@ function readBackendKey (socket: Socket, onKey: (key: BackendKey) => void): void
 export function createCancels (connectHost: (hostIndex: number) => Promise<Socket>, timeoutMs: number) {
   const hostOfKey = new Map<string, number>()
 
-  /** Remembers the host of the connection on `socket`, once its server has named its key, until it closes. */
-  function watch (socket: Socket, hostIndex: number): void {
-    readBackendKey(socket, (key) => {
-      hostOfKey.set(keyName(key), hostIndex)
-      socket.once('close', () => hostOfKey.delete(keyName(key)))
-    })
+  /** Remembers the host of the connection on `socket`, whose server named `key` (src/db/startup-answer.ts), until it closes. */
+  function remember (socket: Socket, hostIndex: number, key: BackendKey): void {
+    const name = keyName(key)
+    hostOfKey.set(name, hostIndex)
+    socket.once('close', () => hostOfKey.delete(name))
   }
 
   /**
@@ -97,5 +64,5 @@ export function createCancels (connectHost: (hostIndex: number) => Promise<Socke
     }
   }
 
-  return { watch, cancel }
+  return { remember, cancel }
 }

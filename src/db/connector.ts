@@ -6,6 +6,7 @@ import { tlsSettings } from './tls.js'
 import { closeAtOnce } from './postgres-internals.js'
 import { createAnswerWatch } from './answer-watch.js'
 import { createCancels } from './cancels.js'
+import { NotPostgresError, readStartupAnswer } from './startup-answer.js'
 
 /**
  * A host that failed or closed a new connection at once is tried after the others for this
@@ -86,20 +87,41 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
     })
   }
 
+  /** A host's failure, kept to say why no connection came (`started`, `recentFailure`). */
+  function failure (error: Error): Error {
+    lastFailure = error
+    lastFailureAt = now()
+    return error
+  }
+
   /**
-   * Watched for answers; a connection that closes soon after it opened pauses its host, unless we
-   * closed it for a refused write: that host ranks as one (`attemptOrder`), ahead of the failed.
+   * Watched for answers, and its server's answer to the startup message read (its key, for a
+   * cancel; one that is not PostgreSQL's protocol fails it at once, as postgres.js alone would
+   * wait on it for good); a connection that closes soon after it opened pauses its host, unless
+   * we closed it for a refused write: that host ranks as one (`attemptOrder`), ahead of the failed.
    */
   function watched (socket: Socket, hostIndex: number): Socket {
     const opened = now()
+    const server = describeHost(target.hosts[hostIndex])
+    let startup: 'answering' | 'ready' | 'foreign' = 'answering'
     hostOf.set(socket, hostIndex)
+    // postgres.js names a connection's errors after these, which its own connect sets.
+    Object.assign(socket, { host: target.hosts[hostIndex].host, port: target.hosts[hostIndex].port })
+    readStartupAnswer(socket, {
+      onKey: (key) => cancels.remember(socket, hostIndex, key),
+      onReady: () => { startup = 'ready' },
+      onForeign: () => {
+        startup = 'foreign'
+        socket.destroy(failure(new NotPostgresError(server)))
+      }
+    })
     socket.once('close', () => {
+      if (startup === 'answering') failure(new Error(`${server} closed the connection before it was ready`))
       if (now() - opened < SHORT_LIVED_MS && !droppedForWrite.has(socket)) avoidUntil[hostIndex] = Math.max(avoidUntil[hostIndex], now() + AVOID_MS)
     })
     // postgres.js listens for errors once it has the socket; until then one must not crash the process.
     socket.on('error', () => {})
-    cancels.watch(socket, hostIndex)
-    return answers.watch(socket, describeHost(target.hosts[hostIndex]))
+    return answers.watch(socket, server)
   }
 
   /**
@@ -116,8 +138,7 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
       try {
         return watched(await connectHost(index), index)
       } catch (error) {
-        lastError = lastFailure = error as Error
-        lastFailureAt = now()
+        lastError = failure(error as Error)
         avoidUntil[index] = now() + AVOID_MS
       }
     }
@@ -132,20 +153,20 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
   }
 
   /**
-   * A client's first query at start-up, or a StartTimeoutError once every host failed in one
-   * round, or none took the connection (each a standby) within every host's connect timeout and
-   * a second more: with several hosts, postgres.js retries a first query for good while no host
-   * takes it. A single host's failure reaches the query at once, in postgres.js's words.
+   * A client's first query at start-up, or a StartTimeoutError once every host of several failed
+   * in one round, or none took the connection within every host's connect timeout and a second
+   * more (at least 5 s): postgres.js retries a first query for good while its connections close
+   * before they are ready (each a standby; a proxy whose database is down). A single host's
+   * refusal reaches the query at once, in postgres.js's words.
    */
   async function started<T> (query: PromiseLike<T>): Promise<T> {
-    if (target.hosts.length === 1) return await query
     const hosts = target.hosts.map(describeHost).join(', ')
     const ms = Math.max(5000, target.hosts.length * connectTimeoutMs + 1000)
     let timer: NodeJS.Timeout | undefined
     let watcher: ((error: Error) => void) | undefined
     const failed = new Promise<never>((_resolve, reject) => {
       watcher = (error) => reject(new StartTimeoutError(`no host of ${hosts} took a connection; the last failure: ${error.message}`))
-      roundWatchers.add(watcher)
+      if (target.hosts.length > 1) roundWatchers.add(watcher)
       timer = setTimeout(() => {
         const last = lastFailure === undefined ? '' : `; the last failure: ${lastFailure.message}`
         reject(new StartTimeoutError(`no host of ${hosts} took a connection within ${ms} ms${last}`))

@@ -43,6 +43,8 @@ export function assertDriverPatched (connection?: string): void {
  *   (src/db/postgres.ts closes such sockets; shown against a real standby by
  *   test/db/failover.test.ts, not by the canary test, and harmless once postgres.js changes);
  * - COPY … TO STDOUT data is pushed into the query's Readable, one message a push.
+ * - postgres.js names a connection's errors (CONNECT_TIMEOUT, CONNECTION_CLOSED) after its
+ *   socket's `host` and `port`, which its own connect sets and src/db/connector.ts sets on ours;
  * - with a `socket` factory (a documented option), postgres.js writes the startup message to
  *   the socket it is given at once: a factory's socket that fails does so after that first
  *   write (src/db/connector.ts), as a refused connection would.

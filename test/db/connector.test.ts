@@ -2,6 +2,7 @@ import { createServer, type Server, type Socket } from 'node:net'
 import t, { type Test } from 'tap'
 import { parseDatabaseUrl } from '../../src/config/database-url.js'
 import { createConnector } from '../../src/db/connector.js'
+import { message } from '../support/protocol-messages.js'
 
 /** Two listeners standing in for two database hosts; each counts the connections it accepted. */
 async function twoHosts (t: Test) {
@@ -36,7 +37,7 @@ t.test('a primary whose connection was closed for a refused write is tried befor
   // a primary read-only for a while: it answers, and its connection is closed for a refused write.
   const accepted = [0, 0]
   const standby = createServer((socket: Socket) => { accepted[0]++; socket.on('error', () => {}); socket.destroy() })
-  const primary = createServer((socket: Socket) => { accepted[1]++; socket.on('error', () => {}); socket.on('data', (data) => socket.write(data)) })
+  const primary = createServer((socket: Socket) => { accepted[1]++; socket.on('error', () => {}); socket.on('data', () => socket.write(message('Z', Buffer.from('I')))) })
   const ports: number[] = []
   for (const server of [standby, primary]) {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))

@@ -1,4 +1,5 @@
-import t from 'tap'
+import { createServer, type Socket } from 'node:net'
+import t, { type Test } from 'tap'
 import { freePort, spawnServer, TEST_SECRET } from '../server-process.js'
 
 const skip = process.env.TEST_DATABASE_URL ? false : 'TEST_DATABASE_URL is not set: the start needs PostgreSQL'
@@ -23,5 +24,40 @@ for (const [what, url, line] of cases) {
     const lines = started.stderr().trim().split('\n')
     t.equal(lines.length, 1, lines.join(' | '))
     t.match(lines[0], line)
+  })
+}
+
+/** A listener on a free port that does `onConnection` with each connection: not PostgreSQL. */
+async function impostor (t: Test, onConnection: (socket: Socket) => void): Promise<number> {
+  const server = createServer((socket) => { socket.on('error', () => {}); onConnection(socket) })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => { server.close(); server.unref() })
+  return (server.address() as { port: number }).port
+}
+
+// A DATABASE_URL with a wrong port or host reaches whatever listens there. postgres.js waited on
+// an answer in another protocol, or retried a connection closed before it was ready, for good:
+// the start failed after Fastify's 10 s plugin timeout with a line that named no cause
+// (`AVV_ERR_PLUGIN_EXEC_TIMEOUT ... 'db'`), or named `undefined:undefined` for the host.
+const peers: Array<[string, (socket: Socket) => void, string, (port: number) => RegExp]> = [
+  ['an HTTP server', (socket) => socket.once('data', () => socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n')), 'sslmode=disable',
+    (port) => new RegExp(`^Startup failed: NotPostgresError UMS_DB_NOT_POSTGRES: 127\\.0\\.0\\.1:${port} answered in a protocol other than PostgreSQL's: is it a PostgreSQL server or pooler, on the right port\\?$`)],
+  ['an HTTP server, with sslmode=prefer', (socket) => socket.once('data', () => socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n')), 'sslmode=prefer',
+    (port) => new RegExp(`^Startup failed: NotPostgresError UMS_DB_NOT_POSTGRES: 127\\.0\\.0\\.1:${port} answered in a protocol`)],
+  ['a server that never answers', () => {}, 'sslmode=disable',
+    (port) => new RegExp(`^Startup failed: Error CONNECT_TIMEOUT: write CONNECT_TIMEOUT 127\\.0\\.0\\.1:${port}$`)],
+  ['a proxy that closes each connection at once', (socket) => socket.end(), 'sslmode=disable',
+    (port) => new RegExp(`^Startup failed: StartTimeoutError UMS_DB_NO_HOST: no host of 127\\.0\\.0\\.1:${port} took a connection within \\d+ ms; the last failure: 127\\.0\\.0\\.1:${port} closed the connection before it was ready$`)]
+]
+for (const [what, onConnection, sslmode, line] of peers) {
+  t.test(`a DATABASE_URL that reaches ${what}: exit 1 before Fastify's 10 s plugin timeout, and one line that says so`, async (t) => {
+    const port = await impostor(t, onConnection)
+    const startedAt = Date.now()
+    const started = spawnServer(t, { APP_PROFILE: 'production', PORT: String(await freePort()), MANAGEMENT_PORT: 'off', JWT_SECRET: TEST_SECRET, DATABASE_URL: `postgres://app@127.0.0.1:${port}/users?${sslmode}` })
+    t.strictSame(await started.exited, { code: 1, signal: null })
+    const lines = started.stderr().trim().split('\n')
+    t.equal(lines.length, 1, lines.join(' | '))
+    t.match(lines[0], line(port))
+    t.ok(Date.now() - startedAt < 9500, `exited after ${Date.now() - startedAt} ms`)
   })
 }

@@ -1,0 +1,36 @@
+import { EventEmitter } from 'node:events'
+import type { Socket } from 'node:net'
+import t from 'tap'
+import type { BackendKey } from '../../src/db/cancels.js'
+import { readStartupAnswer } from '../../src/db/startup-answer.js'
+import { int32s, message, startup } from '../support/protocol-messages.js'
+
+/** What the reader said of `chunks`, fed to a stand-in socket, and whether it still reads. */
+function read (chunks: Buffer[]) {
+  const heard: Array<BackendKey | 'ready' | 'foreign'> = []
+  const socket = new EventEmitter() as Socket
+  readStartupAnswer(socket, { onKey: (key) => heard.push(key), onReady: () => heard.push('ready'), onForeign: () => heard.push('foreign') })
+  for (const chunk of chunks) socket.emit('data', chunk)
+  return { heard, reading: socket.listenerCount('data') > 0 }
+}
+
+t.test('the key and the ready state, read across chunks however the network cuts them: here one byte at a time', async (t) => {
+  t.strictSame(read([...startup].map((byte) => Buffer.from([byte]))), { heard: [{ pid: 4242, secret: 3_000_000_000 }, 'ready'], reading: false })
+  t.strictSame(read([startup]), { heard: [{ pid: 4242, secret: 3_000_000_000 }, 'ready'], reading: false }, 'in one chunk')
+})
+
+t.test('a server that refuses the connection at startup (ErrorResponse): nothing said, the reading stops', async (t) => {
+  t.strictSame(read([message('E', Buffer.from('SFATAL\u0000C28000\u0000\u0000'))]), { heard: [], reading: false })
+})
+
+t.test('another protocol\'s answer is foreign, at its first byte or its first length, and the reading stops', async (t) => {
+  t.strictSame(read([Buffer.from('HTTP/1.1 400 Bad Request\r\n\r\n')]), { heard: ['foreign'], reading: false }, 'an HTTP server')
+  t.strictSame(read([Buffer.from('SSH-2.0-OpenSSH_9.2\r\n')]), { heard: ['foreign'], reading: false }, 'an SSH server: a ParameterStatus type, a length of 1.4 GB')
+  t.strictSame(read([Buffer.from('-ERR unknown command\r\n')]), { heard: ['foreign'], reading: false }, 'Redis')
+  // Inside the socket's data event, a throw would end the process.
+  t.strictSame(read([message('K', int32s(4242))]), { heard: ['foreign'], reading: false }, 'a key message of the wrong length')
+})
+
+t.test('a startup answer still coming: nothing said yet, still reading', async (t) => {
+  t.strictSame(read([startup.subarray(0, 30)]), { heard: [], reading: true })
+})
