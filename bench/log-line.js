@@ -19,7 +19,7 @@ const reply = { statusCode: 200, elapsedTime: 1.234 }
 const asBuilt = requestLogHook(root)
 const noop = () => {}
 const ways = {
-  redacted: () => root.child({ reqId }).info({ method: 'GET', route: '/users/me', statusCode: 200, responseTime: 1.23 }, 'request completed'),
+  redacted: () => root.child({ reqId }).info({ method: 'GET', path: '/users/me', statusCode: 200, responseTime: 1.23 }, 'request completed'),
   'as built': () => asBuilt(request(root.child({ reqId })), reply, noop)
 }
 

@@ -56,8 +56,8 @@ export function refuse (app: FastifyInstance, socket: Socket, statusCode: number
     ].join('\r\n'))
   }
   socket.destroy()
-  // A request whose headers came (a body too slow) is named, logged and counted by its method and
-  // route, as its own line would have been; before the headers, nothing of it is known.
+  // A request whose headers came (a body too slow) is logged by its method and path, and counted
+  // by its route, as its own line would have been; before the headers, nothing of it is known.
   const started = inFlight?.req
   const method = started?.method
   const path = started === undefined ? undefined : (started.url ?? '/').split('?')[0]
@@ -65,7 +65,7 @@ export function refuse (app: FastifyInstance, socket: Socket, statusCode: number
   // made up) would give the metrics one series per path tried. Looked up in a set, never handed
   // to the router's `hasRoute`, which parses its argument as a pattern and throws on `/auth/*x`.
   const route = path !== undefined && routePatterns.get(app)?.has(`${method} ${path}`) === true ? path : undefined
-  const named = started === undefined ? {} : { method, route: route ?? unmatchedPath(started.url ?? '/') }
+  const named = started === undefined ? {} : { method, path: unmatchedPath(started.url ?? '/') }
   app.log.info({ reqId, ...named, statusCode, code }, 'request refused by the HTTP parser')
   // No start time is known: counted with no duration.
   app.metrics.observeRequest(method ?? '<unparsed>', route ?? UNMATCHED_ROUTE, statusCode, 0)

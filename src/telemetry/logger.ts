@@ -81,18 +81,22 @@ export function unmatchedPath (url: string): string {
 
 /**
  * The one log line of each request (Fastify's own two lines are turned off with
- * `disableRequestLogging`). The route is the pattern, so ids and e-mails in paths stay out of
- * the log; an unmatched request shows its path without the query string or an e-mail. Its
+ * `disableRequestLogging`): method, path, status and time (CONTRACT §7). The path is the route's
+ * pattern where that has no parameter or wildcard (the same string, nothing to compute); any
+ * other shows the request's path without the query string or an e-mail. Its
  * fields are fixed and none can hold a secret, so it is written by a child of the app's logger
  * without the redaction every other line goes through: pino runs each field through the wildcard
  * paths' redactor (`*.password`), work that buys nothing here and weighs on every request.
  */
 export function requestLogHook (log: FastifyBaseLogger, traceFields?: (request: FastifyRequest) => { trace_id: string, span_id: string } | undefined) {
   const lines = log.child({}, { redact: [] })
-  const routeOf = (request: FastifyRequest) => request.routeOptions.url ?? unmatchedPath(request.url)
+  const pathOf = (request: FastifyRequest) => {
+    const pattern = request.routeOptions.url
+    return pattern !== undefined && !pattern.includes('*') && !pattern.includes(':') ? pattern : unmatchedPath(request.url)
+  }
   const elapsedMs = (reply: FastifyReply) => Math.round(reply.elapsedTime * 100) / 100
   const line = (request: FastifyRequest, reply: FastifyReply) => ({
-    reqId: request.id, method: request.method, route: routeOf(request), statusCode: reply.statusCode, responseTime: elapsedMs(reply)
+    reqId: request.id, method: request.method, path: pathOf(request), statusCode: reply.statusCode, responseTime: elapsedMs(reply)
   })
   if (traceFields !== undefined) {
     // With tracing on, the line also names the request's trace and server span.
@@ -102,7 +106,7 @@ export function requestLogHook (log: FastifyBaseLogger, traceFields?: (request: 
       else {
         // One literal, not a spread of two: this runs on every traced request.
         lines.info({
-          reqId: request.id, method: request.method, route: routeOf(request), statusCode: reply.statusCode, responseTime: elapsedMs(reply), trace_id: ids.trace_id, span_id: ids.span_id
+          reqId: request.id, method: request.method, path: pathOf(request), statusCode: reply.statusCode, responseTime: elapsedMs(reply), trace_id: ids.trace_id, span_id: ids.span_id
         }, 'request completed')
       }
       done()

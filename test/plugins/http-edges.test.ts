@@ -165,9 +165,9 @@ t.test('slow clients get 408 within a second of the header (5 s) and request (10
     t.equal(responses[0].headers.connection, 'close', `slow ${what}: connection close`)
     // Once the headers came, the log line names the request's method and path too (CONTRACT §7).
     const [line] = log.lines.filter((l) => l.reqId === responses[0].headers['x-request-id'])
-    const named = what === 'body' ? { method: 'POST', route: '/auth/signup' } : {}
-    t.strictSame({ msg: line?.msg, method: line?.method, route: line?.route, statusCode: line?.statusCode },
-      { msg: 'request refused by the HTTP parser', method: undefined, route: undefined, ...named, statusCode: 408 }, `slow ${what}: its log line`)
+    const named = what === 'body' ? { method: 'POST', path: '/auth/signup' } : {}
+    t.strictSame({ msg: line?.msg, method: line?.method, path: line?.path, statusCode: line?.statusCode },
+      { msg: 'request refused by the HTTP parser', method: undefined, path: undefined, ...named, statusCode: 408 }, `slow ${what}: its log line`)
   }))
   // In the metrics too, the trickling body counts under its route; the unfinished headers apart.
   t.equal(await counted(app, 'POST', '/auth/signup', 408), 1, 'the slow body counted under its route')

@@ -162,14 +162,14 @@ for (const kind of testDatabases()) {
       t.notMatch(text, token, 'the token is in no log line')
       t.notMatch(text, token.split('.')[2], 'not even its signature')
 
-      for (const [reqId, method, route, statusCode] of [['login-fail-1', 'POST', '/auth/login', 401], ['login-1', 'POST', '/auth/login', 200], ['me-1', 'GET', '/users/me', 200]] as const) {
+      for (const [reqId, method, path, statusCode] of [['login-fail-1', 'POST', '/auth/login', 401], ['login-1', 'POST', '/auth/login', 200], ['me-1', 'GET', '/users/me', 200]] as const) {
         const completed = linesOf(reqId).filter((line) => line.msg === 'request completed')
         t.equal(completed.length, 1, `one request line for ${reqId}`)
-        t.match(completed[0], { level: 30, reqId, method, route, statusCode, responseTime: Number })
+        t.match(completed[0], { level: 30, reqId, method, path, statusCode, responseTime: Number })
         t.ok(completed[0].responseTime >= 0)
         t.notOk(completed[0].req || completed[0].res, 'no request or response dump')
         // The line skips redaction (logger.ts): it holds these fields and no other.
-        t.strictSame(Object.keys(completed[0]), ['level', 'time', 'pid', 'hostname', 'reqId', 'method', 'route', 'statusCode', 'responseTime', 'msg'])
+        t.strictSame(Object.keys(completed[0]), ['level', 'time', 'pid', 'hostname', 'reqId', 'method', 'path', 'statusCode', 'responseTime', 'msg'])
       }
       t.notOk(log.lines.some((line) => line.msg === 'incoming request'), 'Fastify\'s own request lines are off')
     })
@@ -223,8 +223,16 @@ for (const kind of testDatabases()) {
       t.equal(response.statusCode, 401)
       t.strictSame(response.json(), { statusCode: 401, error: 'Unauthorized', message: 'Token ausente' })
       const [line] = linesOf('unmatched-1').filter((l) => l.msg === 'request completed')
-      t.match(line, { method: 'GET', route: '/no/such/path', statusCode: 401 })
+      t.match(line, { method: 'GET', path: '/no/such/path', statusCode: 401 })
       t.notMatch(log.raw.join('\n'), 'abc123secret')
+    })
+
+    // CONTRACT §7 asks the path: the catch-all's pattern (/auth/*) named none.
+    t.test('a path under a wildcard route is logged by its path, not the pattern', async (t) => {
+      const response = await app.inject({ method: 'POST', url: '/auth/no-such-operation?x=1', headers: { 'x-request-id': 'wildcard-1' }, payload: {} })
+      t.strictSame([response.statusCode, response.json()], [404, { statusCode: 404, error: 'Not Found', message: 'Recurso no encontrado' }])
+      const [line] = linesOf('wildcard-1').filter((l) => l.msg === 'request completed')
+      t.match(line, { method: 'POST', path: '/auth/no-such-operation', statusCode: 404 })
     })
 
     t.test('an unmatched path\'s segments that may hold an e-mail are logged redacted (CONTRACT §7)', async (t) => {
@@ -233,7 +241,7 @@ for (const kind of testDatabases()) {
         t.equal(response.statusCode, 401)
         t.strictSame(response.json(), { statusCode: 401, error: 'Unauthorized', message: 'Token ausente' })
         const lines = linesOf('unmatched-2').filter((l) => l.msg === 'request completed')
-        t.match(lines.at(-1), { method: 'GET', route: logged, statusCode: 401 }, url)
+        t.match(lines.at(-1), { method: 'GET', path: logged, statusCode: 401 }, url)
       }
       t.notMatch(log.raw.join('\n'), /example\.com/)
     })
