@@ -6,7 +6,7 @@ import { tlsSettings } from './tls.js'
 import { closeAtOnce } from './postgres-internals.js'
 import { createAnswerWatch } from './answer-watch.js'
 import { createCancels } from './cancels.js'
-import { NotPostgresError, readStartupAnswer } from './startup-answer.js'
+import { NotPostgresError, StartupRefusedError, readStartupAnswer } from './startup-answer.js'
 
 /**
  * A host that failed or closed a new connection at once is tried after the others for this
@@ -61,6 +61,8 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
   let cursor = 0
   let lastFailure: Error | undefined
   let lastFailureAt = -Infinity
+  /** Connections that reached ReadyForQuery: a single host's start is bounded only until one does. */
+  let readyConnections = 0
   /** Told when every host failed in one round of `open`. */
   const roundWatchers = new Set<(error: Error) => void>()
   const connectHost = (index: number) => connectTo(target.hosts[index], target.sslMode, tls, connectTimeoutMs)
@@ -95,28 +97,50 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
   }
 
   /**
-   * Watched for answers, and its server's answer to the startup message read (its key, for a
-   * cancel; one that is not PostgreSQL's protocol fails it at once, as postgres.js alone would
-   * wait on it for good); a connection that closes soon after it opened pauses its host, unless
-   * we closed it for a refused write: that host ranks as one (`attemptOrder`), ahead of the failed.
+   * Fails a connection still starting with `error`. postgres.js hears it before it parses the
+   * chunk that showed it (its listener comes after ours), so its first query fails with it.
+   */
+  function failStarting (socket: Socket, error: Error): void {
+    socket.emit('error', error)
+    socket.destroy()
+  }
+
+  /**
+   * Watched for answers, and its server's answer to the startup message read: its key, for a
+   * cancel; a refusal, kept as the host's last failure (with several hosts postgres.js moves on
+   * without a word); an answer postgres.js cannot read (another protocol, a postmaster's
+   * text-only error), failed at once, where postgres.js alone would wait on it for good. A
+   * connection that closes soon after it opened pauses its host, unless we closed it for a
+   * refused write: that host ranks as one (`attemptOrder`), ahead of the failed.
    */
   function watched (socket: Socket, hostIndex: number): Socket {
     const opened = now()
     const server = describeHost(target.hosts[hostIndex])
-    let startup: 'answering' | 'ready' | 'foreign' = 'answering'
+    let startup: 'answering' | 'ready' | 'refused' = 'answering'
+    let serverEnded = false
     hostOf.set(socket, hostIndex)
     // postgres.js names a connection's errors after these, which its own connect sets.
     Object.assign(socket, { host: target.hosts[hostIndex].host, port: target.hosts[hostIndex].port })
     readStartupAnswer(socket, {
       onKey: (key) => cancels.remember(socket, hostIndex, key),
-      onReady: () => { startup = 'ready' },
+      onReady: () => {
+        startup = 'ready'
+        readyConnections++
+      },
+      onRefused: (refusal) => {
+        startup = 'refused'
+        const error = failure(new StartupRefusedError(server, refusal))
+        if (refusal.legacy) failStarting(socket, error)
+      },
       onForeign: () => {
-        startup = 'foreign'
-        socket.destroy(failure(new NotPostgresError(server)))
+        startup = 'refused'
+        failStarting(socket, failure(new NotPostgresError(server)))
       }
     })
+    socket.once('end', () => { serverEnded = true })
     socket.once('close', () => {
-      if (startup === 'answering') failure(new Error(`${server} closed the connection before it was ready`))
+      // The server hung up unasked; our own timeouts and closes name themselves.
+      if (startup === 'answering' && serverEnded) failure(new Error(`${server} closed the connection before it was ready`))
       if (now() - opened < SHORT_LIVED_MS && !droppedForWrite.has(socket)) avoidUntil[hostIndex] = Math.max(avoidUntil[hostIndex], now() + AVOID_MS)
     })
     // postgres.js listens for errors once it has the socket; until then one must not crash the process.
@@ -157,17 +181,21 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
    * in one round, or none took the connection within every host's connect timeout and a second
    * more (at least 5 s): postgres.js retries a first query for good while its connections close
    * before they are ready (each a standby; a proxy whose database is down). A single host's
-   * refusal reaches the query at once, in postgres.js's words.
+   * refusal reaches the query at once, in postgres.js's words, and once one of its connections
+   * is ready the query is left to the bounds of a query (a slow server still starts).
    */
   async function started<T> (query: PromiseLike<T>): Promise<T> {
+    const single = target.hosts.length === 1
+    const readyBefore = readyConnections
     const hosts = target.hosts.map(describeHost).join(', ')
     const ms = Math.max(5000, target.hosts.length * connectTimeoutMs + 1000)
     let timer: NodeJS.Timeout | undefined
     let watcher: ((error: Error) => void) | undefined
     const failed = new Promise<never>((_resolve, reject) => {
       watcher = (error) => reject(new StartTimeoutError(`no host of ${hosts} took a connection; the last failure: ${error.message}`))
-      if (target.hosts.length > 1) roundWatchers.add(watcher)
+      if (!single) roundWatchers.add(watcher)
       timer = setTimeout(() => {
+        if (single && readyConnections > readyBefore) return
         const last = lastFailure === undefined ? '' : `; the last failure: ${lastFailure.message}`
         reject(new StartTimeoutError(`no host of ${hosts} took a connection within ${ms} ms${last}`))
       }, ms)

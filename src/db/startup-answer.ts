@@ -16,19 +16,67 @@ export class NotPostgresError extends Error {
   }
 }
 
+/**
+ * A server's refusal of a new connection: an ErrorResponse (its SQLSTATE as `code`), or the
+ * text-only error a postmaster that cannot start a backend sends (libpq's "pre-3.0" error).
+ */
+export interface StartupRefusal {
+  readonly code?: string
+  readonly message: string
+  /** The text-only form, which postgres.js cannot read: the connection must be failed for it. */
+  readonly legacy: boolean
+}
+
+/** Why the server refused a connection; kept as the host's last failure (src/db/connector.ts). */
+export class StartupRefusedError extends Error {
+  readonly code: string
+  constructor (server: string, { code, message }: StartupRefusal) {
+    super(`${server} refused the connection: ${message}`)
+    this.name = 'StartupRefusedError'
+    this.code = code ?? 'UMS_DB_STARTUP_REFUSED'
+  }
+}
+
 export interface StartupAnswer {
   /** The backend key, once the server sent it. */
   readonly onKey: (key: BackendKey) => void
   /** The connection is ready for queries. */
   readonly onReady: () => void
+  readonly onRefused: (refusal: StartupRefusal) => void
   /** What came is not PostgreSQL's protocol. */
   readonly onForeign: () => void
+}
+
+/** An ErrorResponse's fields, each a type byte and a NUL-terminated string: its SQLSTATE and message. */
+function errorFields (body: Buffer): StartupRefusal {
+  const fields = new Map<string, string>()
+  for (let at = 0; at < body.length && body[at] !== 0;) {
+    const end = body.indexOf(0, at + 1)
+    if (end < 0) break
+    fields.set(String.fromCharCode(body[at]), body.toString('utf8', at + 1, end))
+    at = end + 1
+  }
+  return { code: fields.get('C'), message: fields.get('M') ?? 'no message', legacy: false }
+}
+
+/** The text-only error's message, once its NUL came (libpq reads such an error up to 30,000 bytes). */
+function legacyError (bytes: Buffer): StartupRefusal | undefined {
+  const end = bytes.indexOf(0, 1)
+  if (end < 0 && bytes.length < 30_000) return undefined
+  return { message: bytes.toString('utf8', 1, end < 0 ? bytes.length : end).trim(), legacy: true }
+}
+
+/** An error a server sent whole (`bytes` from its 'E'), in either form: to the SSLRequest (src/db/tls.ts). */
+export function refusalIn (bytes: Buffer): StartupRefusal {
+  const length = bytes.length >= 5 ? bytes.readUInt32BE(1) : 0
+  if (length >= 8 && length <= 30_000 && bytes.length >= 1 + length) return errorFields(bytes.subarray(5, 1 + length))
+  return legacyError(bytes) ?? { message: bytes.toString('utf8', 1).trim(), legacy: true }
 }
 
 /**
  * Reads the server's answer to a connection's startup message off the socket that carries the
  * protocol, beside postgres.js (each 'data' listener gets the same chunks), and stops reading
- * once the connection is ready, refused (ErrorResponse), or the bytes are not the protocol's.
+ * once the connection is ready or refused, or the bytes are not the protocol's.
  * Called inside the socket's 'data' emit, where a throw would end the process: it never throws.
  */
 export function readStartupAnswer (socket: Socket, answer: StartupAnswer): void {
@@ -37,21 +85,37 @@ export function readStartupAnswer (socket: Socket, answer: StartupAnswer): void 
   function onData (chunk: Buffer) {
     pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk])
     let at = 0
-    while (pending.length - at >= 1) {
+    while (pending.length - at >= 5) {
       const type = pending[at]
-      const length = pending.length - at >= 5 ? pending.readUInt32BE(at + 1) : undefined
-      if (!STARTUP_TYPES.has(type) || (length !== undefined && (length < 4 || length > MAX_STARTUP_MESSAGE || (type === BACKEND_KEY_DATA && length !== 12)))) {
+      const length = pending.readUInt32BE(at + 1)
+      // libpq's test for the text-only form: an 'E' whose length no ErrorResponse has.
+      if (type === ERROR_RESPONSE && (length < 8 || length > 30_000)) {
+        const refusal = legacyError(pending.subarray(at))
+        if (refusal === undefined) break
+        stop()
+        return answer.onRefused(refusal)
+      }
+      if (!STARTUP_TYPES.has(type) || length < 4 || length > MAX_STARTUP_MESSAGE || (type === BACKEND_KEY_DATA && length !== 12)) {
         stop()
         return answer.onForeign()
       }
-      if (type === ERROR_RESPONSE) return stop()
-      if (length === undefined || pending.length < at + 1 + length) break
+      const end = at + 1 + length
+      if (pending.length < end) break
+      if (type === ERROR_RESPONSE) {
+        stop()
+        return answer.onRefused(errorFields(pending.subarray(at + 5, end)))
+      }
       if (type === BACKEND_KEY_DATA) answer.onKey({ pid: pending.readUInt32BE(at + 5), secret: pending.readUInt32BE(at + 9) })
       if (type === READY_FOR_QUERY) {
         stop()
         return answer.onReady()
       }
-      at += 1 + length
+      at = end
+    }
+    // Fewer than 5 bytes: a first byte no answer starts with is foreign already.
+    if (pending.length - at >= 1 && !STARTUP_TYPES.has(pending[at])) {
+      stop()
+      return answer.onForeign()
     }
     pending = pending.subarray(at)
   }

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs'
 import { isIP, type Socket } from 'node:net'
 import { connect, type ConnectionOptions } from 'node:tls'
 import { DatabaseUrlError, describeHost, type DatabaseHost, type DatabaseTarget, type SslMode } from '../config/database-url.js'
-import { NotPostgresError } from './startup-answer.js'
+import { NotPostgresError, StartupRefusedError, refusalIn } from './startup-answer.js'
 
 // PostgreSQL's SSLRequest: length 8, code 80877103. The server answers one byte, S or N.
 const SSL_REQUEST = Buffer.from([0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f])
@@ -58,6 +58,9 @@ export function negotiateTls (raw: Socket, { host, port }: DatabaseHost, sslMode
         const secure = connect({ ...tls.options, socket: raw, host, servername: isIP(host) ? undefined : host })
         secure.once('error', reject)
         secure.once('secureConnect', () => { secure.removeListener('error', reject); resolve(secure) })
+      } else if (answer[0] === 0x45) {
+        // A postmaster that cannot start a backend says so in text, before reading the request.
+        reject(new StartupRefusedError(describeHost({ host, port }), refusalIn(answer)))
       } else if (answer[0] !== 0x4e) {
         reject(new NotPostgresError(describeHost({ host, port })))
       } else if (!tls.required) {

@@ -60,3 +60,49 @@ t.test('a primary whose connection was closed for a refused write is tried befor
   t.teardown(() => again.destroy())
   t.strictSame(accepted, [1, 2], 'the primary again, not the standby')
 })
+
+// A server whose connections are ready but whose first answer is slow (PgBouncer queueing its
+// clients for a server connection) still starts: the start-up bound is for connections that
+// never get ready, and a ready one leaves the query to a query's bounds.
+t.test('one host: a first query slower than the start-up bound still starts once a connection is ready', async (t) => {
+  const server = createServer((socket: Socket) => { socket.on('error', () => {}); socket.once('data', () => socket.write(Buffer.concat([message('R', Buffer.from([0, 0, 0, 0])), message('Z', Buffer.from('I'))]))) })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise((resolve) => server.close(resolve)))
+  const connector = createConnector(parseDatabaseUrl(`postgres://app@127.0.0.1:${(server.address() as { port: number }).port}/users?sslmode=disable`), { connectTimeoutMs: 1000, answerDeadlineMs: Infinity })
+  t.teardown(() => { connector.destroyAll(); connector.stop() })
+  const slowAnswer = new Promise((resolve) => setTimeout(() => resolve('answered'), 5500))
+  const starting = connector.started(slowAnswer)
+  // The first query's connection, opened and made ready as postgres.js would.
+  const socket = await connector.open()
+  socket.write('startup')
+  await new Promise((resolve) => socket.once('data', resolve))
+  t.equal(await starting, 'answered', 'not a StartTimeoutError at 5 s')
+})
+
+// With several hosts postgres.js moves past a refusal without a word: the connector keeps it, so
+// an acquire timeout or a failed start can say why. A postmaster that cannot start a backend
+// answers in text, which postgres.js cannot read: the connection fails with it at once.
+t.test('a server\'s refusal at startup is kept as its host\'s failure; a text-only one fails the connection', async (t) => {
+  const tooMany = message('E', Buffer.from('SFATAL\u0000C53300\u0000Msorry, too many clients already\u0000\u0000'))
+  const forkFailed = Buffer.from('Ecould not fork new process for connection: Cannot allocate memory\n\u0000')
+  const ports: number[] = []
+  for (const answer of [tooMany, forkFailed]) {
+    const server = createServer((socket: Socket) => { socket.on('error', () => {}); socket.once('data', () => socket.end(answer)) })
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    t.teardown(() => new Promise((resolve) => server.close(resolve)))
+    ports.push((server.address() as { port: number }).port)
+  }
+  const failureOf = async (port: number) => {
+    const connector = createConnector(parseDatabaseUrl(`postgres://app@127.0.0.1:${port}/users?sslmode=disable`), { connectTimeoutMs: 1000, answerDeadlineMs: Infinity })
+    t.teardown(() => { connector.destroyAll(); connector.stop() })
+    const socket = await connector.open()
+    const errors: string[] = []
+    socket.on('error', (error: Error & { code?: string }) => errors.push(`${error.code}: ${error.message}`))
+    socket.write('startup')
+    await new Promise((resolve) => socket.once('close', resolve))
+    return { kept: connector.recentFailure(5000)?.message, errors }
+  }
+  t.strictSame(await failureOf(ports[0]), { kept: `127.0.0.1:${ports[0]} refused the connection: sorry, too many clients already`, errors: [] }, 'an ErrorResponse: postgres.js reads it itself')
+  const text = `127.0.0.1:${ports[1]} refused the connection: could not fork new process for connection: Cannot allocate memory`
+  t.strictSame(await failureOf(ports[1]), { kept: text, errors: [`UMS_DB_STARTUP_REFUSED: ${text}`] }, 'the text-only error')
+})

@@ -2,14 +2,14 @@ import { EventEmitter } from 'node:events'
 import type { Socket } from 'node:net'
 import t from 'tap'
 import type { BackendKey } from '../../src/db/cancels.js'
-import { readStartupAnswer } from '../../src/db/startup-answer.js'
+import { readStartupAnswer, type StartupRefusal } from '../../src/db/startup-answer.js'
 import { int32s, message, startup } from '../support/protocol-messages.js'
 
 /** What the reader said of `chunks`, fed to a stand-in socket, and whether it still reads. */
 function read (chunks: Buffer[]) {
-  const heard: Array<BackendKey | 'ready' | 'foreign'> = []
+  const heard: Array<BackendKey | StartupRefusal | 'ready' | 'foreign'> = []
   const socket = new EventEmitter() as Socket
-  readStartupAnswer(socket, { onKey: (key) => heard.push(key), onReady: () => heard.push('ready'), onForeign: () => heard.push('foreign') })
+  readStartupAnswer(socket, { onKey: (key) => heard.push(key), onReady: () => heard.push('ready'), onRefused: (refusal) => heard.push(refusal), onForeign: () => heard.push('foreign') })
   for (const chunk of chunks) socket.emit('data', chunk)
   return { heard, reading: socket.listenerCount('data') > 0 }
 }
@@ -19,8 +19,20 @@ t.test('the key and the ready state, read across chunks however the network cuts
   t.strictSame(read([startup]), { heard: [{ pid: 4242, secret: 3_000_000_000 }, 'ready'], reading: false }, 'in one chunk')
 })
 
-t.test('a server that refuses the connection at startup (ErrorResponse): nothing said, the reading stops', async (t) => {
-  t.strictSame(read([message('E', Buffer.from('SFATAL\u0000C28000\u0000\u0000'))]), { heard: [], reading: false })
+t.test('a server that refuses the connection at startup: its SQLSTATE and message, and the reading stops', async (t) => {
+  const refusal = message('E', Buffer.from('SFATAL\u0000VFATAL\u0000C53300\u0000Msorry, too many clients already\u0000Fproc.c\u0000\u0000'))
+  const said = { code: '53300', message: 'sorry, too many clients already', legacy: false }
+  t.strictSame(read([refusal]), { heard: [said], reading: false })
+  t.strictSame(read([refusal.subarray(0, 3), refusal.subarray(3)]), { heard: [said], reading: false }, 'cut anywhere')
+})
+
+// PostgreSQL's postmaster, when it cannot start a backend, writes "E" and a line of text: libpq
+// knows it by a length no ErrorResponse has. It is a refusal, not another protocol.
+t.test('a postmaster\'s text-only error is a refusal, however the network cuts it', async (t) => {
+  const legacy = Buffer.from('Ecould not fork new process for connection: Resource temporarily unavailable\n\u0000')
+  const said = { message: 'could not fork new process for connection: Resource temporarily unavailable', legacy: true }
+  t.strictSame(read([legacy]), { heard: [said], reading: false })
+  t.strictSame(read([legacy.subarray(0, 3), legacy.subarray(3, 20), legacy.subarray(20)]), { heard: [said], reading: false }, 'in three chunks')
 })
 
 t.test('another protocol\'s answer is foreign, at its first byte or its first length, and the reading stops', async (t) => {

@@ -44,20 +44,22 @@ const peers: Array<[string, (socket: Socket) => void, string, (port: number) => 
     (port) => new RegExp(`^Startup failed: NotPostgresError UMS_DB_NOT_POSTGRES: 127\\.0\\.0\\.1:${port} answered in a protocol other than PostgreSQL's: is it a PostgreSQL server or pooler, on the right port\\?$`)],
   ['an HTTP server, with sslmode=prefer', (socket) => socket.once('data', () => socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n')), 'sslmode=prefer',
     (port) => new RegExp(`^Startup failed: NotPostgresError UMS_DB_NOT_POSTGRES: 127\\.0\\.0\\.1:${port} answered in a protocol`)],
+  // A PostgreSQL that cannot start a backend: the postmaster writes a line of text and hangs up.
+  ...['sslmode=disable', 'sslmode=prefer'].map((sslmode): typeof peers[number] => ['a postmaster that cannot fork, with ' + sslmode, (socket) => socket.end('Ecould not fork new process for connection: Cannot allocate memory\n\u0000'), sslmode,
+    (port) => new RegExp(`^Startup failed: StartupRefusedError UMS_DB_STARTUP_REFUSED: 127\\.0\\.0\\.1:${port} refused the connection: could not fork new process for connection: Cannot allocate memory$`)]),
   ['a server that never answers', () => {}, 'sslmode=disable',
     (port) => new RegExp(`^Startup failed: Error CONNECT_TIMEOUT: write CONNECT_TIMEOUT 127\\.0\\.0\\.1:${port}$`)],
   ['a proxy that closes each connection at once', (socket) => socket.end(), 'sslmode=disable',
     (port) => new RegExp(`^Startup failed: StartTimeoutError UMS_DB_NO_HOST: no host of 127\\.0\\.0\\.1:${port} took a connection within \\d+ ms; the last failure: 127\\.0\\.0\\.1:${port} closed the connection before it was ready$`)]
 ]
 for (const [what, onConnection, sslmode, line] of peers) {
-  t.test(`a DATABASE_URL that reaches ${what}: exit 1 before Fastify's 10 s plugin timeout, and one line that says so`, async (t) => {
+  t.test(`a DATABASE_URL that reaches ${what}: exit 1, and one line that names the host and what it did`, async (t) => {
     const port = await impostor(t, onConnection)
-    const startedAt = Date.now()
     const started = spawnServer(t, { APP_PROFILE: 'production', PORT: String(await freePort()), MANAGEMENT_PORT: 'off', JWT_SECRET: TEST_SECRET, DATABASE_URL: `postgres://app@127.0.0.1:${port}/users?${sslmode}` })
     t.strictSame(await started.exited, { code: 1, signal: null })
     const lines = started.stderr().trim().split('\n')
     t.equal(lines.length, 1, lines.join(' | '))
+    // Fastify's plugin timeout would have said AVV_ERR_PLUGIN_EXEC_TIMEOUT instead, naming no cause.
     t.match(lines[0], line(port))
-    t.ok(Date.now() - startedAt < 9500, `exited after ${Date.now() - startedAt} ms`)
   })
 }

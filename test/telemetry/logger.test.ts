@@ -236,7 +236,8 @@ for (const kind of testDatabases()) {
     })
 
     t.test('an unmatched path\'s segments that may hold an e-mail are logged redacted (CONTRACT §7)', async (t) => {
-      for (const [url, logged] of [['/zz/bob@example.com', '/zz/[redacted]'], ['/users/me/carol%40example.com/x', '/users/me/[redacted]/x'], ['/a%2F@b/c', '/[redacted]/c']]) {
+      for (const [url, logged] of [['/zz/bob@example.com', '/zz/[redacted]'], ['/users/me/carol%40example.com/x', '/users/me/[redacted]/x'], ['/a%2F@b/c', '/[redacted]/c'],
+        ['/zz/dan%2540example.com', '/zz/[redacted]'], ['/zz/eve%EF%BC%A0example.com', '/zz/[redacted]'], ['/zz/fay%ZZ%40example.com', '/zz/[redacted]']]) {
         const response = await app.inject({ url, headers: { 'x-request-id': 'unmatched-2' } })
         t.equal(response.statusCode, 401)
         t.strictSame(response.json(), { statusCode: 401, error: 'Unauthorized', message: 'Token ausente' })
