@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { describeHost, type DatabaseTarget } from '../config/database-url.js'
 import { connectTo } from './connect-to.js'
 import { tlsSettings } from './tls.js'
-import { closeAtOnce } from './postgres-internals.js'
+import { closeAtOnce, failStarting, nameForErrors } from './postgres-internals.js'
 import { createAnswerWatch } from './answer-watch.js'
 import { createCancels } from './cancels.js'
 import { NotPostgresError, StartupRefusedError, readStartupAnswer } from './startup-answer.js'
@@ -97,15 +97,6 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
   }
 
   /**
-   * Fails a connection still starting with `error`. postgres.js hears it before it parses the
-   * chunk that showed it (its listener comes after ours), so its first query fails with it.
-   */
-  function failStarting (socket: Socket, error: Error): void {
-    socket.emit('error', error)
-    socket.destroy()
-  }
-
-  /**
    * Watched for answers, and its server's answer to the startup message read: its key, for a
    * cancel; a refusal, kept as the host's last failure (with several hosts postgres.js moves on
    * without a word); an answer postgres.js cannot read (another protocol, a postmaster's
@@ -119,8 +110,7 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
     let startup: 'answering' | 'ready' | 'refused' = 'answering'
     let serverEnded = false
     hostOf.set(socket, hostIndex)
-    // postgres.js names a connection's errors after these, which its own connect sets.
-    Object.assign(socket, { host: target.hosts[hostIndex].host, port: target.hosts[hostIndex].port })
+    nameForErrors(socket, target.hosts[hostIndex])
     readStartupAnswer(socket, {
       onKey: (key) => cancels.remember(socket, hostIndex, key),
       onReady: () => {

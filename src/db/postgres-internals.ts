@@ -44,7 +44,8 @@ export function assertDriverPatched (connection?: string): void {
  *   test/db/failover.test.ts, not by the canary test, and harmless once postgres.js changes);
  * - COPY … TO STDOUT data is pushed into the query's Readable, one message a push.
  * - postgres.js names a connection's errors (CONNECT_TIMEOUT, CONNECTION_CLOSED) after its
- *   socket's `host` and `port`, which its own connect sets and src/db/connector.ts sets on ours;
+ *   socket's `host` and `port`, which its own connect sets (nameForErrors sets them on ours), and
+ *   fails a connection's first query with an 'error' its socket emits (failStarting);
  * - with a `socket` factory (a documented option), postgres.js writes the startup message to
  *   the socket it is given at once: a factory's socket that fails does so after that first
  *   write (src/db/connector.ts), as a refused connection would.
@@ -91,6 +92,21 @@ export function cancelRunning (query: PendingQuery & { state: BackendKey }, fail
 export function closeAtOnce (socket: Socket): void {
   socket.destroy()
   socket.emit('close', false)
+}
+
+/**
+ * Fails a connection still starting with `error`: postgres.js fails its first query with the
+ * socket's 'error', heard here before postgres.js parses the chunk that showed it (its 'data'
+ * listener comes after the connector's), so the error is ours, not a parse of foreign bytes.
+ */
+export function failStarting (socket: Socket, error: Error): void {
+  socket.emit('error', error)
+  socket.destroy()
+}
+
+/** Names `socket` as postgres.js names its own (which its own connect sets), for its errors' messages. */
+export function nameForErrors (socket: Socket, { host, port }: { host: string, port: number }): void {
+  Object.assign(socket, { host, port })
 }
 
 /**

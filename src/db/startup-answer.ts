@@ -59,18 +59,24 @@ function errorFields (body: Buffer): StartupRefusal {
   return { code: fields.get('C'), message: fields.get('M') ?? 'no message', legacy: false }
 }
 
-/** The text-only error's message, once its NUL came (libpq reads such an error up to 30,000 bytes). */
-function legacyError (bytes: Buffer): StartupRefusal | undefined {
+/**
+ * The text-only error's message: up to its NUL (libpq reads such an error up to 30,000 bytes), or
+ * all of `bytes` when they are `whole`; undefined while more may come.
+ */
+function legacyError (bytes: Buffer, whole = false): StartupRefusal | undefined {
   const end = bytes.indexOf(0, 1)
-  if (end < 0 && bytes.length < 30_000) return undefined
+  if (end < 0 && bytes.length < 30_000 && !whole) return undefined
   return { message: bytes.toString('utf8', 1, end < 0 ? bytes.length : end).trim(), legacy: true }
 }
+
+/** libpq's test for the text-only form: an 'E' whose length no ErrorResponse has. */
+const isLegacyLength = (length: number) => length < 8 || length > 30_000
 
 /** An error a server sent whole (`bytes` from its 'E'), in either form: to the SSLRequest (src/db/tls.ts). */
 export function refusalIn (bytes: Buffer): StartupRefusal {
   const length = bytes.length >= 5 ? bytes.readUInt32BE(1) : 0
-  if (length >= 8 && length <= 30_000 && bytes.length >= 1 + length) return errorFields(bytes.subarray(5, 1 + length))
-  return legacyError(bytes) ?? { message: bytes.toString('utf8', 1).trim(), legacy: true }
+  if (!isLegacyLength(length) && bytes.length >= 1 + length) return errorFields(bytes.subarray(5, 1 + length))
+  return legacyError(bytes, true)!
 }
 
 /**
@@ -85,17 +91,21 @@ export function readStartupAnswer (socket: Socket, answer: StartupAnswer): void 
   function onData (chunk: Buffer) {
     pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk])
     let at = 0
-    while (pending.length - at >= 5) {
+    while (at < pending.length) {
       const type = pending[at]
+      if (!STARTUP_TYPES.has(type)) {
+        stop()
+        return answer.onForeign()
+      }
+      if (pending.length - at < 5) break
       const length = pending.readUInt32BE(at + 1)
-      // libpq's test for the text-only form: an 'E' whose length no ErrorResponse has.
-      if (type === ERROR_RESPONSE && (length < 8 || length > 30_000)) {
+      if (type === ERROR_RESPONSE && isLegacyLength(length)) {
         const refusal = legacyError(pending.subarray(at))
         if (refusal === undefined) break
         stop()
         return answer.onRefused(refusal)
       }
-      if (!STARTUP_TYPES.has(type) || length < 4 || length > MAX_STARTUP_MESSAGE || (type === BACKEND_KEY_DATA && length !== 12)) {
+      if (length < 4 || length > MAX_STARTUP_MESSAGE || (type === BACKEND_KEY_DATA && length !== 12)) {
         stop()
         return answer.onForeign()
       }
@@ -111,11 +121,6 @@ export function readStartupAnswer (socket: Socket, answer: StartupAnswer): void 
         return answer.onReady()
       }
       at = end
-    }
-    // Fewer than 5 bytes: a first byte no answer starts with is foreign already.
-    if (pending.length - at >= 1 && !STARTUP_TYPES.has(pending[at])) {
-      stop()
-      return answer.onForeign()
     }
     pending = pending.subarray(at)
   }

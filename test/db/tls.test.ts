@@ -37,8 +37,9 @@ t.test('verify-full against a CA file serves, and every connection of the servic
   t.strictSame(connections.filter((c) => c.ssl !== true), [], 'all encrypted')
 })
 
-// A cancel goes out as a connection does (src/db/cancels.ts): with verify-full, over TLS, which
-// the server takes as it does a plain one (PostgreSQL reads the request after the handshake).
+// A cancel opens its socket as a connection does (src/db/connect-to.ts), TLS negotiation included:
+// with verify-full it still reaches the server. (PostgreSQL takes a cancel over TLS or plain alike,
+// and pg_hba does not apply to it, so the server side cannot tell which one came.)
 t.test('a commit waiting for a synchronous standby that is gone, with verify-full: 503, and the cancel reaches the server', { skip }, async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'ums-tls-'))
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))
