@@ -1,6 +1,8 @@
 import { Socket } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { describeHost, type DatabaseTarget } from '../config/database-url.js'
+import { createHostOrder } from './host-order.js'
+import { createStartBound } from './start-bound.js'
 import { connectTo } from './connect-to.js'
 import { tlsSettings } from './tls.js'
 import { closeAtOnce, failStarting, nameForErrors } from './postgres-internals.js'
@@ -8,11 +10,6 @@ import { createAnswerWatch } from './answer-watch.js'
 import { createCancels } from './cancels.js'
 import { NotPostgresError, StartupRefusedError, readStartupAnswer } from './startup-answer.js'
 
-/**
- * A host that failed or closed a new connection at once is tried after the others for this
- * long, and so is, behind the free ones but ahead of those, a host that refused a write.
- */
-const AVOID_MS = 5000
 /**
  * A connection closed this soon after it opened was refused by its server or by postgres.js
  * (a standby where a primary is wanted): its host is avoided as one that failed, so a primary
@@ -28,15 +25,6 @@ export interface ConnectorOptions {
   /** Longest wait for an answer to something written before the socket is destroyed; Infinity: never. */
   readonly answerDeadlineMs: number
   readonly now?: () => number
-}
-
-/** No host of the URL took a connection while a client started: the hosts, and the last failure. */
-export class StartTimeoutError extends Error {
-  readonly code = 'UMS_DB_NO_HOST'
-  constructor (message: string) {
-    super(message)
-    this.name = 'StartTimeoutError'
-  }
 }
 
 /**
@@ -55,46 +43,11 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
   const tls = tlsSettings(target)
   const answers = createAnswerWatch({ answerDeadlineMs, now })
   const hostOf = new WeakMap<Socket, number>()
-  const avoidUntil = target.hosts.map(() => 0)
-  const refusedWriteAt = target.hosts.map(() => -Infinity)
+  const hosts = createHostOrder(target.hosts.length, target.targetSessionAttrs === 'any', now)
+  const starts = createStartBound(target, connectTimeoutMs, now)
   const droppedForWrite = new WeakSet<Socket>()
-  let cursor = 0
-  let lastFailure: Error | undefined
-  let lastFailureAt = -Infinity
-  /** Connections that reached ReadyForQuery: a single host's start is bounded only until one does. */
-  let readyConnections = 0
-  /** Told when every host failed in one round of `open`. */
-  const roundWatchers = new Set<(error: Error) => void>()
   const connectHost = (index: number) => connectTo(target.hosts[index], target.sslMode, tls, connectTimeoutMs)
   const cancels = createCancels(connectHost, connectTimeoutMs)
-
-  /**
-   * Every host once, from the next in turn: the free ones first; then those that just refused a
-   * write (a new primary elsewhere is found first, yet a primary read-only for a while still
-   * comes before a standby refused since, and keeps serving reads); then the avoided ones, the
-   * soonest free first.
-   */
-  function attemptOrder (): number[] {
-    const at = now()
-    const turn = target.hosts.map((_host, i) => (cursor + i) % target.hosts.length)
-    // `any` takes the first host that answers, in the URL's order, as libpq does: turning would
-    // spread connections, and writes, over a standby listed second.
-    if (target.targetSessionAttrs !== 'any') cursor = (cursor + 1) % target.hosts.length
-    const rank = (i: number): [number, number] => avoidUntil[i] > at ? [2, avoidUntil[i]] : at - refusedWriteAt[i] < AVOID_MS ? [1, refusedWriteAt[i]] : [0, 0]
-    // A stable sort: free hosts keep their turn.
-    return turn.sort((a, b) => {
-      const [rankA, sinceA] = rank(a)
-      const [rankB, sinceB] = rank(b)
-      return rankA - rankB || sinceA - sinceB
-    })
-  }
-
-  /** A host's failure, kept to say why no connection came (`started`, `recentFailure`). */
-  function failure (error: Error): Error {
-    lastFailure = error
-    lastFailureAt = now()
-    return error
-  }
 
   /**
    * Watched for answers, and its server's answer to the startup message read: its key, for a
@@ -102,7 +55,7 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
    * without a word); an answer postgres.js cannot read (another protocol, a postmaster's
    * text-only error), failed at once, where postgres.js alone would wait on it for good. A
    * connection that closes soon after it opened pauses its host, unless we closed it for a
-   * refused write: that host ranks as one (`attemptOrder`), ahead of the failed.
+   * refused write: that host ranks as one, ahead of the failed (src/db/host-order.ts).
    */
   function watched (socket: Socket, hostIndex: number): Socket {
     const opened = now()
@@ -115,23 +68,23 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
       onKey: (key) => cancels.remember(socket, hostIndex, key),
       onReady: () => {
         startup = 'ready'
-        readyConnections++
+        starts.ready()
       },
       onRefused: (refusal) => {
         startup = 'refused'
-        const error = failure(new StartupRefusedError(server, refusal))
+        const error = starts.failure(new StartupRefusedError(server, refusal))
         if (refusal.legacy) failStarting(socket, error)
       },
       onForeign: () => {
         startup = 'refused'
-        failStarting(socket, failure(new NotPostgresError(server)))
+        failStarting(socket, starts.failure(new NotPostgresError(server)))
       }
     })
     socket.once('end', () => { serverEnded = true })
     socket.once('close', () => {
       // The server hung up unasked; our own timeouts and closes name themselves.
-      if (startup === 'answering' && serverEnded) failure(new Error(`${server} closed the connection before it was ready`))
-      if (now() - opened < SHORT_LIVED_MS && !droppedForWrite.has(socket)) avoidUntil[hostIndex] = Math.max(avoidUntil[hostIndex], now() + AVOID_MS)
+      if (startup === 'answering' && serverEnded) starts.failure(new Error(`${server} closed the connection before it was ready`))
+      if (now() - opened < SHORT_LIVED_MS && !droppedForWrite.has(socket)) hosts.avoid(hostIndex)
     })
     // postgres.js listens for errors once it has the socket; until then one must not crash the process.
     socket.on('error', () => {})
@@ -146,17 +99,17 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
   async function open (): Promise<Socket> {
     let lastError: Error = new Error('no host to connect to')
     // Every host just failed or was just refused: wait for the first to be tried again (bounded).
-    const wait = Math.min(...avoidUntil) - now()
+    const wait = hosts.untilFree()
     if (wait > 0) await sleep(Math.min(wait, PAUSE_MS))
-    for (const index of attemptOrder()) {
+    for (const index of hosts.next()) {
       try {
         return watched(await connectHost(index), index)
       } catch (error) {
-        lastError = failure(error as Error)
-        avoidUntil[index] = now() + AVOID_MS
+        lastError = starts.failure(error as Error)
+        hosts.avoid(index)
       }
     }
-    for (const watcher of roundWatchers) watcher(lastError)
+    starts.roundFailed(lastError)
     // It fails at postgres.js's first write (the startup message), as a refused connection would.
     const failed = new Socket()
     failed.write = (() => {
@@ -166,53 +119,21 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
     return failed
   }
 
-  /**
-   * A client's first query at start-up, or a StartTimeoutError once every host of several failed
-   * in one round, or none took the connection within every host's connect timeout and a second
-   * more (at least 5 s): postgres.js retries a first query for good while its connections close
-   * before they are ready (each a standby; a proxy whose database is down). A single host's
-   * refusal reaches the query at once, in postgres.js's words, and once one of its connections
-   * is ready the query is left to the bounds of a query (a slow server still starts).
-   */
-  async function started<T> (query: PromiseLike<T>): Promise<T> {
-    const single = target.hosts.length === 1
-    const readyBefore = readyConnections
-    const hosts = target.hosts.map(describeHost).join(', ')
-    const ms = Math.max(5000, target.hosts.length * connectTimeoutMs + 1000)
-    let timer: NodeJS.Timeout | undefined
-    let watcher: ((error: Error) => void) | undefined
-    const failed = new Promise<never>((_resolve, reject) => {
-      watcher = (error) => reject(new StartTimeoutError(`no host of ${hosts} took a connection; the last failure: ${error.message}`))
-      if (!single) roundWatchers.add(watcher)
-      timer = setTimeout(() => {
-        if (single && readyConnections > readyBefore) return
-        const last = lastFailure === undefined ? '' : `; the last failure: ${lastFailure.message}`
-        reject(new StartTimeoutError(`no host of ${hosts} took a connection within ${ms} ms${last}`))
-      }, ms)
-    })
-    try {
-      return await Promise.race([query, failed])
-    } finally {
-      clearTimeout(timer)
-      roundWatchers.delete(watcher!)
-    }
-  }
-
   return {
     open,
-    started,
-    /** The last host's failure to connect, if it came within `ms`: why a query found no connection. */
-    recentFailure: (ms: number): Error | undefined => now() - lastFailureAt <= ms ? lastFailure : undefined,
+    /** A client's first query at start-up, bounded (src/db/start-bound.ts). */
+    started: starts.started,
+    recentFailure: starts.recentFailure,
     /**
      * Closes the connection whose server answered last, a server that refused a write, and tries
-     * its host after the free ones for a while (`attemptOrder`). Called from a query's rejection,
+     * its host after the free ones for a while (src/db/host-order.ts). Called from a query's rejection,
      * which postgres.js settles while handling that very answer: its reactions run before any
      * other socket's data is handled.
      */
     dropLastAnswered: () => {
       const socket = answers.takeLastAnswered()
       if (!socket) return
-      refusedWriteAt[hostOf.get(socket) ?? 0] = now()
+      hosts.refusedWrite(hostOf.get(socket) ?? 0)
       droppedForWrite.add(socket)
       closeAtOnce(socket)
     },
