@@ -3,7 +3,7 @@
 // part cost. FLOOR_PARTS, any of:
 //   schema  the body and response schemas (Ajv, fast-json-stringify)
 //   log     the service's request log line, production logger options and deferred request logger
-//           (src/telemetry/logger.ts, from the build)
+//           (src/telemetry/logger.ts and request-log.ts, from the build)
 //   hooks   hooks of the service's shape, the three below together:
 //   queue     the deadline's arrival queue (src/http/arrival-queue.ts, from the build)
 //   edges     an onRequest, a preParsing and an onSend hook like http-edges'
@@ -17,7 +17,8 @@ import { randomUUID } from 'node:crypto'
 import Fastify, { LogController } from 'fastify'
 import postgres from 'postgres'
 import { createArrivalQueue } from '../dist/http/arrival-queue.js'
-import { deferredChildLogger, loggerOptions, requestLogHook } from '../dist/telemetry/logger.js'
+import { loggerOptions } from '../dist/telemetry/logger.js'
+import { deferredChildLogger, requestLogHook } from '../dist/telemetry/request-log.js'
 import { ceilingVerifier, userLookUp } from './lib.js'
 
 const env = process.env

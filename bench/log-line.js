@@ -1,5 +1,5 @@
 // The request log line in-process, as the service writes it per request: Fastify's child logger
-// with the request id, then the line itself, through the production logger options (src/telemetry/logger.ts,
+// with the request id, then the line itself, through the production logger options (src/telemetry/logger.ts and request-log.ts,
 // from the build) into /dev/null. "redacted" writes the line through that child, with pino's
 // redaction; "as built" through requestLogHook's logger without redaction. Prints CPU a line and
 // young-generation collections (scavenges) per 200,000 lines, three rounds alternated; run it
@@ -8,7 +8,8 @@
 import { openSync } from 'node:fs'
 import { PerformanceObserver } from 'node:perf_hooks'
 import pino from 'pino'
-import { loggerOptions, requestLogHook } from '../dist/telemetry/logger.js'
+import { loggerOptions } from '../dist/telemetry/logger.js'
+import { requestLogHook } from '../dist/telemetry/request-log.js'
 
 // The production options, with the service's kind of destination pointed at /dev/null.
 const { stream: _stdout, ...options } = loggerOptions({ profile: 'production', logLevel: 'info' })

@@ -5,7 +5,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { httpError } from './error-bodies.js'
 import { messages } from './messages.js'
 import { UNMATCHED_ROUTE } from '../telemetry/metrics.js'
-import { unmatchedPath } from '../telemetry/logger.js'
+import { unmatchedPath } from '../telemetry/request-log.js'
 
 /*
  * Answers for requests that never reach a route handler: what Node's HTTP parser refuses, and
