@@ -31,7 +31,7 @@ import { REQUEST_ID_PATTERN } from './schemas/responses.js'
 import { ajvOptions } from './http/validation.js'
 
 export interface AppDependencies {
-  /** An open, migrated database owned by the caller (tests); otherwise the app opens its own. */
+  /** An open, migrated database owned by the caller (server.ts, tests); otherwise the app opens its own. */
   readonly database?: Database
   /** Insert the development accounts; defaults to true when the app opens a development database. */
   readonly seed?: boolean

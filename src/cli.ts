@@ -23,7 +23,7 @@ async function migrate (config: Config, extra: string[]): Promise<void> {
   const { migratePostgresDatabase, migrationTags } = await import('./db/migrate.js')
   let applied: string[]
   try {
-    applied = await migratePostgresDatabase(url)
+    applied = await migratePostgresDatabase(url, { onWaiting: (message) => process.stderr.write(`${message}\n`) })
   } catch (error) {
     throw new CliError(`Migrations failed: ${describeFailure(error)}`)
   }

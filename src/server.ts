@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import closeWithGrace from 'close-with-grace'
 import { ConfigError, loadConfig, type Config } from './config/index.js'
 import type { App } from './app.js'
+import type { Database } from './db/database.js'
 import type { ManagementApp } from './management/management-app.js'
 import { describeFailure } from './telemetry/error-description.js'
 
@@ -21,8 +22,9 @@ function configOrExit (): Config {
 
 const config = configOrExit()
 // Loaded once the configuration holds: a bad one is refused before the app is even read.
-const [{ buildApp }, { buildManagementApp }, { createMetrics }, { loggerOptions }, { logSecurityEvent }] = await Promise.all([
-  import('./app.js'), import('./management/management-app.js'), import('./telemetry/metrics.js'), import('./telemetry/logger.js'), import('./telemetry/security-events.js')
+const [{ buildApp }, { buildManagementApp }, { createMetrics }, { loggerOptions }, { logSecurityEvent }, { openDatabase }] = await Promise.all([
+  import('./app.js'), import('./management/management-app.js'), import('./telemetry/metrics.js'), import('./telemetry/logger.js'), import('./telemetry/security-events.js'),
+  import('./db/open-database.js')
 ])
 const metrics = createMetrics()
 // OpenTelemetry only when an OTLP endpoint is set: otherwise not one of its modules is loaded.
@@ -30,10 +32,16 @@ const tracing = config.tracing === undefined
   ? undefined
   : await (await import('./telemetry/otel.js')).startTracing({ config: config.tracing, onDropped: metrics.countDroppedSpans })
 let shuttingDown = false
+let database: Database
 let app: App
 let management: ManagementApp | undefined
 try {
-  app = await buildApp(config, { logger: loggerOptions(config), metrics, onHashTiming: metrics.observeHashTiming, tracing })
+  // Opened, and migrated, before the app: Fastify's 10 s plugin timeout must not cut short a wait
+  // for another instance's migrations, nor migrations that take longer. Connecting is bounded.
+  database = await openDatabase(config, {
+    onMigrationWait: (message) => process.stderr.write(`${message}: the start goes on then\n`)
+  })
+  app = await buildApp(config, { database, seed: config.profile === 'development', logger: loggerOptions(config), metrics, onHashTiming: metrics.observeHashTiming, tracing })
   if (config.management.port !== null) {
     management = await buildManagementApp({ api: app, isShuttingDown: () => shuttingDown, logger: app.log.child({ listener: 'management' }) })
   }
@@ -68,10 +76,11 @@ closeWithGrace({
   await sleep(config.shutdownDrainMs)
   // Stop accepting and let in-flight requests finish; cut whatever is still running after 10 s.
   const cut = setTimeout(() => app.server.closeAllConnections(), IN_FLIGHT_MS)
-  // The database closes in the db plugin's onClose, after the last request.
   await app.close()
   clearTimeout(cut)
   await management?.close()
+  // After the last request and the last readiness probe.
+  await database.close()
   // What spans are queued go out now, or are given up within 2 s if the collector does not answer.
   await tracing?.shutdown()
   app.log.info('shut down')

@@ -29,10 +29,11 @@ export const migrationTags = (): string[] => migrationJournal().map((entry) => e
  * may start at once: the lock is a transaction's (`pg_advisory_xact_lock`), held open on a
  * connection of its own while another runs Drizzle's migrator, so a transaction pooler, which
  * keeps a transaction on one server connection, cannot split it the way it would split a
- * session lock's take and release. The others wait, then find nothing to do. No server-side
- * timeouts here: a migration may take longer than a request's statement.
+ * session lock's take and release. The others wait (`onWaiting` is told so, once), then find
+ * nothing to do. No server-side timeouts here: a migration may take longer than a request's
+ * statement.
  */
-export async function migratePostgresDatabase (url: string): Promise<string[]> {
+export async function migratePostgresDatabase (url: string, { onWaiting }: { onWaiting?: (message: string) => void } = {}): Promise<string[]> {
   assertDriverPatched()
   const target = parseDatabaseUrl(url)
   // No answer deadline either; connecting is bounded as everywhere.
@@ -46,7 +47,12 @@ export async function migratePostgresDatabase (url: string): Promise<string[]> {
     // The lock's connection first, so that no host to connect to fails here, bounded, with its cause.
     await connector.started(lock`select 1`).catch((error: unknown) => { endTimeout = 0; throw error })
     return await lock.begin(async (tx) => {
-      await tx`select pg_advisory_xact_lock(${MIGRATION_LOCK_KEY})`
+      // Another instance migrating holds the lock for as long as its migrations take: said once.
+      const [{ locked }] = await tx<Array<{ locked: boolean }>>`select pg_try_advisory_xact_lock(${MIGRATION_LOCK_KEY}) as locked`
+      if (!locked) {
+        onWaiting?.(`Waiting for another instance's migrations to finish (PostgreSQL advisory lock ${MIGRATION_LOCK_KEY})`)
+        await tx`select pg_advisory_xact_lock(${MIGRATION_LOCK_KEY})`
+      }
       const before = await appliedCount(runner)
       await migratePostgres(drizzlePostgres({ client: runner }), { migrationsFolder })
       return migrationTags().slice(before, await appliedCount(runner))

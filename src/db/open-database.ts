@@ -11,8 +11,8 @@ export interface OpenOptions {
   readonly persistent?: boolean
   readonly poolMax?: number
   readonly applicationName?: string
-  /** Apply pending migrations first, whatever MIGRATIONS says (`npm run cli -- migrate`). */
-  readonly migrate?: boolean
+  /** Told when the migrations wait for another instance's (src/db/migrate.ts). */
+  readonly onMigrationWait?: (message: string) => void
 }
 
 /** There is no persistent database to open: development without DATABASE_URL. */
@@ -39,6 +39,6 @@ export async function openDatabase (config: Pick<Config, 'profile' | 'databaseUr
   const url = config.databaseUrl
   if (!url) throw new NoPersistentDatabaseError()
   // With MIGRATIONS=off the service starts on whatever schema is there, and is not ready until it is at head.
-  if (config.migrations === 'on-start' || options.migrate) await migratePostgresDatabase(config.databaseMigrationUrl ?? url)
+  if (config.migrations === 'on-start') await migratePostgresDatabase(config.databaseMigrationUrl ?? url, { onWaiting: options.onMigrationWait })
   return await connectPostgres({ url, poolMax: options.poolMax ?? config.dbPoolMax, applicationName: options.applicationName })
 }

@@ -11,11 +11,11 @@ declare module 'fastify' {
 
 export interface DbPluginOptions {
   readonly config: Config
-  /** A database opened (and migrated) by the caller, who also closes it: tests, the CLI. */
+  /** A database opened by the caller, who also closes it: server.ts, tests, the CLI. */
   readonly database?: Database
 }
 
-/** The configured database, migrated to head; closed with the app when the app opened it. */
+/** The configured database (src/db/open-database.ts); closed with the app when the app opened it. */
 export default fp<DbPluginOptions>(async function dbPlugin (app, { config, database }) {
   const opened = database ?? await openDatabase(config)
   app.decorate('database', opened)
