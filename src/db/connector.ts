@@ -45,7 +45,11 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
   const hostOf = new WeakMap<Socket, number>()
   const hosts = createHostOrder(target.hosts.length, target.targetSessionAttrs === 'any', now)
   const starts = createStartBound(target, connectTimeoutMs, now)
-  const droppedForWrite = new WeakSet<Socket>()
+  /**
+   * Sockets whose close, however soon, says nothing against their host: closed for a refused write
+   * (ranked as such), or one that answered a start's query (a client ended right after its check).
+   */
+  const notRefusals = new WeakSet<Socket>()
   const connectHost = (index: number) => connectTo(target.hosts[index], target.sslMode, tls, connectTimeoutMs)
   const cancels = createCancels(connectHost, connectTimeoutMs)
 
@@ -82,9 +86,13 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
     })
     socket.once('end', () => { serverEnded = true })
     socket.once('close', () => {
-      // The server hung up unasked; our own timeouts and closes name themselves.
-      if (startup === 'answering' && serverEnded) starts.failure(new Error(`${server} closed the connection before it was ready`))
-      if (now() - opened < SHORT_LIVED_MS && !droppedForWrite.has(socket)) hosts.avoid(hostIndex)
+      if (startup === 'answering') {
+        // The server hung up unasked, or stayed silent until postgres.js's connect timeout closed
+        // it (a hung server takes the TCP connection): the next connections try the others first,
+        // as libpq's per-host connect_timeout goes on to the next host.
+        starts.failure(new Error(serverEnded ? `${server} closed the connection before it was ready` : `no answer from ${server} to the startup message`))
+        hosts.avoid(hostIndex)
+      } else if (now() - opened < SHORT_LIVED_MS && !notRefusals.has(socket)) hosts.avoid(hostIndex)
     })
     // postgres.js listens for errors once it has the socket; until then one must not crash the process.
     socket.on('error', () => {})
@@ -122,7 +130,13 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
   return {
     open,
     /** A client's first query at start-up, bounded (src/db/start-bound.ts). */
-    started: starts.started,
+    async started<T> (ask: () => PromiseLike<T>): Promise<T> {
+      const result = await starts.started(ask)
+      // This reaction is to the query's answer: the last socket answered is its own.
+      const socket = answers.lastAnswered()
+      if (socket) notRefusals.add(socket)
+      return result
+    },
     recentFailure: starts.recentFailure,
     /**
      * Closes the connection whose server answered last, a server that refused a write, and tries
@@ -134,7 +148,7 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
       const socket = answers.takeLastAnswered()
       if (!socket) return
       hosts.refusedWrite(hostOf.get(socket) ?? 0)
-      droppedForWrite.add(socket)
+      notRefusals.add(socket)
       closeAtOnce(socket)
     },
     /** Cancels what a connection of ours runs, on the host that connection is on (src/db/cancels.ts). */

@@ -45,7 +45,7 @@ export async function migratePostgresDatabase (url: string, { onWaiting }: { onW
   let endTimeout = 5
   try {
     // The lock's connection first, so that no host to connect to fails here, bounded, with its cause.
-    await connector.started(lock`select 1`).catch((error: unknown) => { endTimeout = 0; throw error })
+    await connector.started(() => lock`select 1`).catch((error: unknown) => { endTimeout = 0; throw error })
     return await lock.begin(async (tx) => {
       // Another instance migrating holds the lock for as long as its migrations take: said once.
       const [{ locked }] = await tx<Array<{ locked: boolean }>>`select pg_try_advisory_xact_lock(${MIGRATION_LOCK_KEY}) as locked`

@@ -46,7 +46,7 @@ export function clientOptions (target: DatabaseTarget, connector: Connector, { a
 export async function acceptsStartupTimeouts (target: DatabaseTarget, connector: Connector): Promise<boolean> {
   const sql = postgres({ ...clientOptions(target, connector, { startupTimeouts: true }), max: 1 })
   try {
-    await connector.started(sql`select 1`)
+    await connector.started(() => sql`select 1`)
     return true
   } catch (error) {
     if (refusedStartupParameter(error)) return false

@@ -44,9 +44,12 @@ export function createStartBound (target: DatabaseTarget, connectTimeoutMs: numb
      * more (at least 5 s): postgres.js retries a first query for good while its connections close
      * before they are ready (each a standby; a proxy whose database is down). A single host's
      * refusal reaches the query at once, in postgres.js's words, and once one of its connections
-     * is ready the query is left to the bounds of a query (a slow server still starts).
+     * is ready the query is left to the bounds of a query (a slow server still starts). With
+     * several hosts, a first query failed by postgres.js's connect timeout (a host that took the
+     * connection and stayed silent) is asked again, once per host, as libpq goes on to the next
+     * host: the connector tries the silent one last.
      */
-    async started<T> (query: PromiseLike<T>): Promise<T> {
+    async started<T> (ask: () => PromiseLike<T>): Promise<T> {
       const single = target.hosts.length === 1
       const readyBefore = readyConnections
       const hosts = target.hosts.map(describeHost).join(', ')
@@ -62,8 +65,18 @@ export function createStartBound (target: DatabaseTarget, connectTimeoutMs: numb
           reject(new StartTimeoutError(`no host of ${hosts} took a connection within ${ms} ms${last}`))
         }, ms)
       })
+      const attempts = async (): Promise<T> => {
+        for (let attempt = 1; ; attempt++) {
+          try {
+            return await ask()
+          } catch (error) {
+            if (single || (error as { code?: unknown }).code !== 'CONNECT_TIMEOUT') throw error
+            if (attempt >= target.hosts.length) throw new StartTimeoutError(`no host of ${hosts} took a connection; the last failure: ${(error as Error).message}`)
+          }
+        }
+      }
       try {
-        return await Promise.race([query, failed])
+        return await Promise.race([attempts(), failed])
       } finally {
         clearTimeout(timer)
         roundWatchers.delete(watcher!)

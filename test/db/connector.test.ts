@@ -71,7 +71,7 @@ t.test('one host: a first query slower than the start-up bound still starts once
   const connector = createConnector(parseDatabaseUrl(`postgres://app@127.0.0.1:${(server.address() as { port: number }).port}/users?sslmode=disable`), { connectTimeoutMs: 1000, answerDeadlineMs: Infinity })
   t.teardown(() => { connector.destroyAll(); connector.stop() })
   const slowAnswer = new Promise((resolve) => setTimeout(() => resolve('answered'), 5500))
-  const starting = connector.started(slowAnswer)
+  const starting = connector.started(() => slowAnswer)
   // The first query's connection, opened and made ready as postgres.js would.
   const socket = await connector.open()
   socket.write('startup')

@@ -17,6 +17,17 @@ const cases: Array<[string, string, RegExp]> = [
 const [refused1, refused2] = [await freePort(), await freePort()]
 cases.push(['several hosts, none of which takes a connection', `postgres://app@127.0.0.1:${refused1},127.0.0.1:${refused2}/users`,
   new RegExp(`^Startup failed: StartTimeoutError UMS_DB_NO_HOST: no host of 127\\.0\\.0\\.1:${refused1}, 127\\.0\\.0\\.1:${refused2} took a connection; the last failure: connect ECONNREFUSED 127\\.0\\.0\\.1:(${refused1}|${refused2})$`)])
+// Two hosts that take the connection and stay silent (hung servers): each is given the migrator's
+// connect timeout in turn, as libpq would, and the line names both.
+const silentPeers = await Promise.all([0, 1].map(async () => {
+  const peer = createServer((socket) => { socket.on('error', () => {}) })
+  await new Promise<void>((resolve) => peer.listen(0, '127.0.0.1', resolve))
+  return peer
+}))
+t.teardown(() => { for (const peer of silentPeers) { peer.close(); peer.unref() } })
+const [silent1, silent2] = silentPeers.map((peer) => (peer.address() as { port: number }).port)
+cases.push(['several hosts, each silent once connected', `postgres://app@127.0.0.1:${silent1},127.0.0.1:${silent2}/users?sslmode=disable`,
+  new RegExp(`^Startup failed: StartTimeoutError UMS_DB_NO_HOST: no host of 127\\.0\\.0\\.1:${silent1}, 127\\.0\\.0\\.1:${silent2} took a connection; the last failure: write CONNECT_TIMEOUT 127\\.0\\.0\\.1:(${silent1}|${silent2})$`)])
 for (const [what, url, line] of cases) {
   t.test(`${what}: exit 1 and one line that says so`, { skip }, async (t) => {
     const started = spawnServer(t, { APP_PROFILE: 'production', PORT: String(await freePort()), MANAGEMENT_PORT: 'off', JWT_SECRET: TEST_SECRET, DATABASE_URL: url })
