@@ -106,9 +106,10 @@ export default fp<{ jwt: Config['jwt'] }>(async function authPlugin (app, { jwt:
     }
     if (!validClaims(claims)) throw new TokenInvalidError()
     request.user = claims
-    // A deleted user's token dies with the user: one primary-key look-up.
+    // A deleted user's token dies with the user: one primary-key look-up. `sub` must be the
+    // username of that account (CONTRACT §6: a wrong claim is refused).
     request.account = (await app.usersRepository.findById(claims.uid)) ?? null
-    if (!request.account) throw new TokenInvalidError()
+    if (!request.account || request.account.username !== claims.sub) throw new TokenInvalidError()
   }
 
   app.addHook('onRequest', async (request, reply) => {

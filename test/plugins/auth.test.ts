@@ -148,6 +148,14 @@ for (const kind of testDatabases()) {
       await rejects(t, bearer(never), 'Token inválido', INVALID, '/admin/users')
     })
 
+    // CONTRACT §6: sub is the username of the account uid names; any other is a wrong claim.
+    t.test('a sub that is not the username of the uid\'s account → 401', async (t) => {
+      for (const sub of ['someoneelse', user.username.toUpperCase(), `${user.username} `]) {
+        await rejects(t, bearer(forge({ claims: claimsOf(user, { sub }) })), 'Token inválido', INVALID)
+      }
+      await accepts(t, bearer(forge({ claims: claimsOf(user) })))
+    })
+
     t.test('malformed Authorization headers', async (t) => {
       const token = forge({ claims: claimsOf(user) })
       await t.test('no scheme, another scheme, a bare Bearer: no token was sent', async (t) => {
