@@ -1,5 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox'
 import { JWT_ALGORITHMS } from './signing-keys.js'
+import { ARGON2_MAXIMUM } from './argon2.js'
 
 /** An integer variable; its complaint is written from its bounds (see `integerRule`). */
 const int = (minimum: number, maximum?: number, unit?: string) =>
@@ -47,8 +48,9 @@ export const EnvSchema = Type.Object({
   MANAGEMENT_HOST: Type.Optional(Type.String({ minLength: 1, maxLength: 255, pattern: '^[^\\s]+$', description: 'must be a host name or address' })),
   // A bare number passes the schema only to be refused with its own message (parseTrustProxy).
   TRUST_PROXY: Type.Optional(Type.String({ pattern: '^(true|false|[0-9a-zA-Z:./]+(,\\s*[0-9a-zA-Z:./]+)*)$', description: 'must be false, true or a comma-separated list of the balancers\' addresses/CIDRs (or loopback, linklocal, uniquelocal)' })),
-  ARGON2_MEMORY_KIB: Type.Optional(int(1, undefined, 'KiB')),
-  ARGON2_ITERATIONS: Type.Optional(int(1)),
+  // argon2's own bounds; src/config/argon2.ts refuses what this machine cannot run.
+  ARGON2_MEMORY_KIB: Type.Optional(int(1, ARGON2_MAXIMUM, 'KiB')),
+  ARGON2_ITERATIONS: Type.Optional(int(1, ARGON2_MAXIMUM)),
   ARGON2_PARALLELISM: Type.Optional(int(1, 255)),
   HASH_CONCURRENCY: Type.Optional(int(1, 128)),
   // libuv's, not ours (only the start command can set it): read to keep hashing below it.

@@ -6,13 +6,13 @@ import { checkProductionTrustProxy, parseTrustProxy } from './trust-proxy.js'
 import { EnvSchema, integerRule, takesInteger, type Env } from './env.js'
 import { checkSecret, tokenKeys, type TokenKeys } from './jwt.js'
 import { tracingConfig, type TracingConfig } from './tracing.js'
+import { ARGON2_MINIMUM, checkArgon2Cost, type Argon2Cost } from './argon2.js'
 
 export { ConfigError } from './config-error.js'
 export type { Env } from './env.js'
 export type { TracingConfig } from './tracing.js'
 export { DEV_JWT_SECRET, SECRET_PLACEHOLDER } from './jwt.js'
-/** OWASP's minimum argon2id cost; production refuses anything below it. */
-export const ARGON2_MINIMUM = { memoryCost: 19456, timeCost: 2, parallelism: 1 } as const
+export { ARGON2_MINIMUM } from './argon2.js'
 
 export type Profile = 'development' | 'production'
 
@@ -33,7 +33,7 @@ export interface Config {
   readonly logLevel: string
   readonly management: { readonly port: number | null, readonly host: string }
   readonly trustProxy: boolean | readonly string[]
-  readonly argon2: { readonly memoryCost: number, readonly timeCost: number, readonly parallelism: number }
+  readonly argon2: Argon2Cost
   readonly hashConcurrency: number
   /** libuv's thread pool, where argon2 runs: UV_THREADPOOL_SIZE, else libuv's 4. */
   readonly threadPoolSize: number
@@ -110,6 +110,7 @@ export function loadConfig (source: Record<string, string | undefined>): Config 
       user: { email: env.DEV_USER_EMAIL ?? 'user@example.com', password: env.DEV_USER_PASSWORD ?? 'User12345' }
     }
   }
+  checkArgon2Cost(config.argon2, config.hashConcurrency, production)
   if (production) checkProduction(config, env, given)
   return deepFreeze(config)
 }
@@ -160,9 +161,6 @@ function checkProduction (config: Config, env: Env, given: string[]): void {
   // Any DEV_* (CONTRACT §1), not only the seed's four: a development setting the schema does not know is still one.
   const devVariable = given.find((k) => k.startsWith('DEV_'))
   if (devVariable) throw new ConfigError(devVariable, 'must not be set in production (DEV_* variables are for development only)')
-  const weak = ([['ARGON2_MEMORY_KIB', 'memoryCost'], ['ARGON2_ITERATIONS', 'timeCost'], ['ARGON2_PARALLELISM', 'parallelism']] as const)
-    .find(([, key]) => config.argon2[key] < ARGON2_MINIMUM[key])
-  if (weak) throw new ConfigError(weak[0], `must be at least ${ARGON2_MINIMUM[weak[1]]} in production (OWASP minimum for argon2id)`)
 }
 
 function deepFreeze<T> (value: T): T {

@@ -1,15 +1,10 @@
 import { randomBytes } from 'node:crypto'
 import argon2, { type HashOptions } from 'argon2'
+import type { Argon2Cost } from '../config/argon2.js'
 import { inSpan } from '../telemetry/tracing.js'
 import { createWorkQueue } from './work-queue.js'
 
 const round = (ms: number): number => Math.round(ms * 100) / 100
-
-export interface Argon2Cost {
-  readonly memoryCost: number
-  readonly timeCost: number
-  readonly parallelism: number
-}
 
 export interface PasswordManagerOptions {
   readonly cost: Argon2Cost

@@ -2,6 +2,7 @@ import { availableParallelism } from 'node:os'
 import t from 'tap'
 import { DEV_JWT_SECRET, loadConfig } from '../../src/config/index.js'
 import { digestKeyFrom } from '../../src/config/signing-keys.js'
+import { checkArgon2Cost } from '../../src/config/argon2.js'
 
 const strongSecret = 'k3Jd9sQ2mX7vB1nZ8pL4wR6tY0uE5aC2fH9gK1jM3qS7xV0b'
 const production = { APP_PROFILE: 'production', DATABASE_URL: 'postgres://db.internal:5432/users', JWT_SECRET: strongSecret }
@@ -120,7 +121,11 @@ const invalid: Array<[string, Record<string, string>, string]> = [
   ['REDIS_URL', { REDIS_URL: 'localhost:6379' }, 'Invalid configuration: REDIS_URL must be a redis:// or rediss:// URL (got "localhost:6379")'],
   ['CORS_ORIGINS', { CORS_ORIGINS: '*' }, 'Invalid configuration: CORS_ORIGINS must be a comma-separated list of origins such as https://app.example.com (got "*")'],
   ['SHUTDOWN_DRAIN_MS', { SHUTDOWN_DRAIN_MS: '-5' }, 'Invalid configuration: SHUTDOWN_DRAIN_MS must be a non-negative integer (milliseconds) (got "-5")'],
-  ['ARGON2_MEMORY_KIB', { ARGON2_MEMORY_KIB: 'lots' }, 'Invalid configuration: ARGON2_MEMORY_KIB must be a positive integer (KiB) (got "lots")'],
+  ['ARGON2_MEMORY_KIB', { ARGON2_MEMORY_KIB: 'lots' }, 'Invalid configuration: ARGON2_MEMORY_KIB must be an integer from 1 to 4294967295 (KiB) (got "lots")'],
+  // Beyond what argon2 runs: it said so only when a sign-up or an unknown e-mail's login hashed (500).
+  ['ARGON2_MEMORY_KIB', { ARGON2_MEMORY_KIB: '5000000000' }, 'Invalid configuration: ARGON2_MEMORY_KIB must be an integer from 1 to 4294967295 (KiB) (got "5000000000")'],
+  ['ARGON2_ITERATIONS', { ARGON2_ITERATIONS: '5000000000' }, 'Invalid configuration: ARGON2_ITERATIONS must be an integer from 1 to 4294967295 (got "5000000000")'],
+  ['ARGON2_MEMORY_KIB', { ARGON2_MEMORY_KIB: '12', ARGON2_PARALLELISM: '2' }, 'Invalid configuration: ARGON2_MEMORY_KIB must be at least 16 with ARGON2_PARALLELISM 2 (argon2 needs 8 KiB a lane)'],
   ['OTEL_EXPORTER_OTLP_ENDPOINT', { OTEL_EXPORTER_OTLP_ENDPOINT: 'collector:4318' }, 'Invalid configuration: OTEL_EXPORTER_OTLP_ENDPOINT must be an http:// or https:// URL such as http://collector:4318 (got "collector:4318")'],
   ['OTEL_EXPORTER_OTLP_PROTOCOL', { OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' }, 'Invalid configuration: OTEL_EXPORTER_OTLP_PROTOCOL must be "http/protobuf" or "http/json" (OTLP over HTTP; gRPC is not shipped) (got "grpc")'],
   ['OTEL_TRACES_SAMPLER', { OTEL_TRACES_SAMPLER: 'sometimes' }, 'Invalid configuration: OTEL_TRACES_SAMPLER must be one of always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off, parentbased_traceidratio (got "sometimes")'],
@@ -132,6 +137,20 @@ for (const [variable, env, message] of invalid) {
     t.throws(() => loadConfig(env), { name: 'ConfigError', message })
   })
 }
+
+t.test('an argon2 memory cost this machine cannot give HASH_CONCURRENCY hashes at once is refused at start', async (t) => {
+  // 4 TiB, argon2's own maximum: more than any machine here has.
+  t.throws(() => loadConfig({ ...production, ARGON2_MEMORY_KIB: '4294967295', HASH_CONCURRENCY: '2' }), {
+    name: 'ConfigError',
+    message: /^Invalid configuration: ARGON2_MEMORY_KIB must be at most \d+ here: 2 hashes at once \(HASH_CONCURRENCY\) must fit in this process's [0-9.]+ GiB of memory$/
+  })
+  const eightGiB = 8 * 2 ** 30
+  t.throws(() => checkArgon2Cost({ memoryCost: 2 * 2 ** 20 + 1, timeCost: 2, parallelism: 1 }, 4, true, eightGiB), {
+    name: 'ConfigError',
+    message: 'Invalid configuration: ARGON2_MEMORY_KIB must be at most 2097152 here: 4 hashes at once (HASH_CONCURRENCY) must fit in this process\'s 8.0 GiB of memory'
+  })
+  t.doesNotThrow(() => checkArgon2Cost({ memoryCost: 2 * 2 ** 20, timeCost: 2, parallelism: 1 }, 4, true, eightGiB), 'up to it')
+})
 
 const tooWide = 'must not hold a prefix shorter than /8 (IPv4) or /7 (IPv6) in production: it would believe almost any client\'s X-Forwarded-For; list the balancers\' addresses'
 const refusedInProduction: Array<[string, Record<string, string | undefined>, string]> = [
