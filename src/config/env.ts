@@ -41,8 +41,8 @@ export const EnvSchema = Type.Object({
   JWT_PRIVATE_KEY: Type.Optional(Type.String({ description: 'must be a string' })),
   JWT_PRIVATE_KEY_PREVIOUS: Type.Optional(Type.String({ description: 'must be a string' })),
   JWT_EXPIRATION: Type.Optional(int(1, undefined, 'milliseconds')),
-  JWT_ISSUER: Type.Optional(Type.String({ minLength: 1, maxLength: 255, description: 'must be a non-empty string' })),
-  JWT_AUDIENCE: Type.Optional(Type.String({ minLength: 1, maxLength: 255, description: 'must be a non-empty string' })),
+  JWT_ISSUER: Type.Optional(Type.String({ maxLength: 255, pattern: '\\S', description: 'must be a string with something other than spaces, up to 255 characters' })),
+  JWT_AUDIENCE: Type.Optional(Type.String({ maxLength: 255, pattern: '\\S', description: 'must be a string with something other than spaces, up to 255 characters' })),
   LOG_LEVEL: Type.Optional(Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)), { description: 'must be one of fatal, error, warn, info, debug, trace, silent' })),
   MANAGEMENT_PORT: Type.Optional(Type.Union([Port, Type.Literal('off')], { description: `${integerRule(Port)}, or "off"` })),
   MANAGEMENT_HOST: Type.Optional(Type.String({ minLength: 1, maxLength: 255, pattern: '^[^\\s]+$', description: 'must be a host name or address' })),
@@ -77,6 +77,8 @@ export const EnvSchema = Type.Object({
   OTEL_BSP_MAX_QUEUE_SIZE: Type.Optional(int(1, 1_000_000, 'spans')),
   OTEL_BSP_MAX_EXPORT_BATCH_SIZE: Type.Optional(int(1, 1_000_000, 'spans')),
   OTEL_BSP_SCHEDULE_DELAY: Type.Optional(int(0, 3_600_000, 'milliseconds')),
-  OTEL_BSP_EXPORT_TIMEOUT: Type.Optional(int(1, 3_600_000, 'milliseconds'))
+  OTEL_BSP_EXPORT_TIMEOUT: Type.Optional(int(1, 3_600_000, 'milliseconds')),
+  OTEL_EXPORTER_OTLP_TIMEOUT: Type.Optional(int(1, 3_600_000, 'milliseconds')),
+  OTEL_EXPORTER_OTLP_TRACES_TIMEOUT: Type.Optional(int(1, 3_600_000, 'milliseconds'))
 })
 export type Env = Static<typeof EnvSchema>

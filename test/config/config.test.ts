@@ -130,7 +130,9 @@ const invalid: Array<[string, Record<string, string>, string]> = [
   ['OTEL_EXPORTER_OTLP_PROTOCOL', { OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' }, 'Invalid configuration: OTEL_EXPORTER_OTLP_PROTOCOL must be "http/protobuf" or "http/json" (OTLP over HTTP; gRPC is not shipped) (got "grpc")'],
   ['OTEL_TRACES_SAMPLER', { OTEL_TRACES_SAMPLER: 'sometimes' }, 'Invalid configuration: OTEL_TRACES_SAMPLER must be one of always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off, parentbased_traceidratio (got "sometimes")'],
   ['OTEL_TRACES_SAMPLER_ARG', { OTEL_TRACES_SAMPLER_ARG: '1.5' }, 'Invalid configuration: OTEL_TRACES_SAMPLER_ARG must be a sampling ratio from 0 to 1, such as 0.25 (got "1.5")'],
-  ['OTEL_SDK_DISABLED', { OTEL_SDK_DISABLED: 'yes' }, 'Invalid configuration: OTEL_SDK_DISABLED must be "true" or "false" (got "yes")']
+  ['OTEL_SDK_DISABLED', { OTEL_SDK_DISABLED: 'yes' }, 'Invalid configuration: OTEL_SDK_DISABLED must be "true" or "false" (got "yes")'],
+  ['OTEL_EXPORTER_OTLP_TIMEOUT', { OTEL_EXPORTER_OTLP_TIMEOUT: 'abc' }, 'Invalid configuration: OTEL_EXPORTER_OTLP_TIMEOUT must be an integer from 1 to 3600000 (milliseconds) (got "abc")'],
+  ['JWT_ISSUER', { JWT_ISSUER: '   ' }, 'Invalid configuration: JWT_ISSUER must be a string with something other than spaces, up to 255 characters (got "   ")']
 ]
 for (const [variable, env, message] of invalid) {
   t.test(`a malformed ${variable} (${JSON.stringify(env)}) is refused in one line`, async (t) => {
