@@ -117,7 +117,8 @@ export async function buildApp (config: Config, deps: AppDependencies = {}) {
   }
   await app.register(swagger, openApiOptions(config))
 
-  // Our plugins: database, users, tokens, then the abuse limits of CONTRACT §9.
+  // Our plugins: the backstop and the client's address, database, users, tokens, then the abuse
+  // limits of CONTRACT §9.
   const seed = deps.seed ?? (!deps.database && config.profile === 'development')
   // First of ours: the 10 s backstop, whose onRequest hook must run before any hook that may
   // wait (the account look-up of auth), or a request stuck there would never reach it.

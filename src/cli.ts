@@ -18,7 +18,8 @@ const USAGE = `Usage: npm run cli -- <command>
 /** The deployment step of MIGRATIONS=off: the same locked migration the service runs at start. */
 async function migrate (config: Config, extra: string[]): Promise<void> {
   if (extra.length > 0) throw new UsageError()
-  const url = config.databaseMigrationUrl ?? config.databaseUrl
+  // DATABASE_MIGRATION_URL, else DATABASE_URL (src/config/index.ts).
+  const url = config.databaseMigrationUrl
   if (!url) throw new CliError('No DATABASE_URL (or DATABASE_MIGRATION_URL): set it to the PostgreSQL database to migrate.')
   const { migratePostgresDatabase, migrationTags } = await import('./db/migrate.js')
   let applied: string[]

@@ -53,8 +53,8 @@ export function createCancels (connectHost: (hostIndex: number) => Promise<Socke
     timer.unref()
     try {
       const closed = once(socket, 'close')
-      // Written, not ended: the server closes once it has read it. PgBouncer 1.18 took our end
-      // of a cancel's socket for a "bouncer config error" and stopped serving every client.
+      // Written, not ended: the server closes once it has read it. PgBouncer 1.18 takes an ended
+      // cancel socket for a "bouncer config error" and stops serving every client.
       socket.write(request)
       await closed
       return true

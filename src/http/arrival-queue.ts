@@ -10,7 +10,7 @@ export type SweepVerdict = 'drop' | 'keep'
  * entries; once the table is in the old generation each new one is made there too, and the
  * discarded one still points at the entries it held (OrderedHashTable::Rehash). A
  * young-generation collection counts every old object's pointers as live, dead object or not,
- * so each request's objects outlived it until the next full collection, which then paused the
+ * so each request's objects would outlive it until the next full collection, which pauses the
  * process: in this ring a finished request's slot is cleared, and nothing keeps it alive.
  */
 export function createArrivalQueue<T extends object> () {

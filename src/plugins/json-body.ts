@@ -4,7 +4,7 @@ import { errorCodes } from 'fastify'
 /**
  * The service's one JSON body parser (CONTRACT §4). Fastify's own decodes the bytes with
  * Buffer#toString, which turns invalid UTF-8 into U+FFFD: two different broken usernames
- * became one stored name. Here invalid UTF-8 is malformed JSON (400), and the text then goes
+ * would be one stored name. Here invalid UTF-8 is malformed JSON (400), and the text then goes
  * to Fastify's own parser (secure-json-parse with the instance's prototype-poisoning options).
  * An empty body is an absent one: /users/me's body is optional, and sign-up and login answer
  * an absent body with their own 400.

@@ -20,8 +20,8 @@ declare module 'fastify' {
  * RESPONSE_DEADLINE_MS after it arrived gets 503 `Servicio no disponible` (a listing already
  * streaming has started, and may take longer). Requests wait in an arrival queue, checked from
  * the oldest on a timer; each leaves it when its answer starts, so a finished request is not
- * held (with its socket and buffers) until the next tick: held, it outlived the young
- * generation and made every request's garbage an old-generation collection's work.
+ * held (with its socket and buffers) until the next tick, where it would outlive the young
+ * generation (src/http/arrival-queue.ts).
  */
 export default fp<{ deadlineMs?: number }>(async function responseDeadlinePlugin (app, { deadlineMs = RESPONSE_DEADLINE_MS }) {
   const pending = createArrivalQueue<FastifyReply>()

@@ -3,7 +3,7 @@ import { ROLES } from './roles.js'
 import { MAX_EMAIL_LENGTH, USERNAME_BLANK, USERNAME_CHARACTERS, USERNAME_LENGTH } from './user-rules.js'
 
 // "Blank" is part of "missing" in CONTRACT §4; `type: 'string'` inside keeps a number from
-// also being reported as blank. The errors plugin maps each keyword to its message.
+// also being reported as blank. src/http/error-bodies.ts maps each keyword to its message.
 const blank = { type: 'string', pattern: '^\\s*$' }
 const empty = { type: 'string', maxLength: 0 }
 
@@ -11,9 +11,9 @@ export const Id = Type.Integer({ minimum: 1, examples: [42] })
 export const Role = Type.Union(ROLES.map((role) => Type.Literal(role)), { examples: ['ROLE_USER'] })
 
 /**
- * CONTRACT §4: not blank, 3–20 code points of the NFC form (`x-nfc-length`, an OpenAPI extension keyword), no control or
- * invisible characters (`pattern`), no white space at either end (`x-no-outer-space`); the last
- * two keywords are ours (src/http/validation.ts).
+ * CONTRACT §4: not blank, 3–20 code points of the NFC form (`x-nfc-length`), no control or
+ * invisible characters (`pattern`), no white space at either end (`x-no-outer-space`). The two
+ * `x-` keywords are ours (src/http/validation.ts), OpenAPI extensions to other readers.
  */
 export const Username = Type.String({
   not: { type: 'string', pattern: USERNAME_BLANK },

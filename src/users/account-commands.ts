@@ -31,11 +31,12 @@ function actor (): string {
 const event = (name: SecurityEvent, details: SecurityEventDetails) =>
   process.stdout.write(securityEventLine(name, { ...details, source: 'cli', actor: actor() }))
 
-/** The configured PostgreSQL database, migrated to head, for the length of `work`. */
+/** The configured PostgreSQL database (migrated to head first unless MIGRATIONS=off), for the length of `work`. */
 async function withUsers<T> (config: Config, work: (users: UsersRepository) => Promise<T>): Promise<T> {
   let database
   try {
-    // The same locked migration the service runs at start, so the CLI can bootstrap an empty database.
+    // With MIGRATIONS=on-start, the same locked migration the service runs at start, so the CLI
+    // can bootstrap an empty database.
     database = await openDatabase(config, { persistent: true, poolMax: 1, applicationName: 'user-management-cli' })
   } catch (error) {
     if (error instanceof NoPersistentDatabaseError) {
