@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm'
 import { check, integer, pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core'
 import { DEFAULT_ROLE, ROLES, type Role } from '../schemas/roles.js'
+import { USERNAME_LENGTH } from '../schemas/user-rules.js'
 
 export const users = pgTable('users', {
   id: integer().primaryKey().generatedAlwaysAsIdentity(),
@@ -16,7 +17,7 @@ export const users = pgTable('users', {
   // Sign-up and the CLI lower-case e-mails; the constraint keeps any other writer honest.
   check('users_email_lower_check', sql`${t.email} = lower(${t.email})`),
   check('users_role_check', sql`${t.role} in (${sql.raw(ROLES.map((role) => `'${role}'`).join(', '))})`),
-  check('users_username_length_check', sql`char_length(${t.username}) between 3 and 20`)
+  check('users_username_length_check', sql`char_length(${t.username}) between ${sql.raw(String(USERNAME_LENGTH.minimum))} and ${sql.raw(String(USERNAME_LENGTH.maximum))}`)
 ])
 
 export type UserRow = typeof users.$inferSelect

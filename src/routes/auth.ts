@@ -2,12 +2,15 @@ import { randomUUID } from 'node:crypto'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { InvalidCredentialsError } from '../http/errors.js'
 import { messages } from '../http/messages.js'
-import { SIGNUP_LIMIT } from '../limits/policy.js'
+import { FAMILIAR_MS, LOGIN_LIMITS, LOGIN_WINDOW_MS, SIGNUP_LIMIT } from '../limits/policy.js'
 import { requestSecurityEvent } from '../telemetry/security-events.js'
 import { ref } from '../schemas/common.js'
 import { badRequestReply, commonReplies, duplicateReply, errorReply, unavailableReply } from '../schemas/error-responses.js'
 import { headers, jsonResponse } from '../schemas/responses.js'
 import { LoginBody, LoginResponse, SignupBody, SignupResponse, loginExample } from '../schemas/users.js'
+
+// The limits as the OpenAPI document states them (CONTRACT §9).
+const signups = `${SIGNUP_LIMIT.max} sign-ups in ${SIGNUP_LIMIT.timeWindow / 1000} s`
 
 /** POST /auth/signup and POST /auth/login: public, no token. */
 const authRoutes: FastifyPluginAsyncTypebox = async function (app) {
@@ -19,7 +22,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async function (app) {
       tags: ['auth'],
       operationId: 'signUp',
       summary: 'Create an account (always ROLE_USER)',
-      description: 'Public. The e-mail is stored lower-cased; usernames are unique without regard to case. Limited to 20 sign-ups a minute per client address.',
+      description: `Public. The e-mail is stored lower-cased; usernames are unique without regard to case. Limited to ${signups} per client address.`,
       security: [],
       body: ref(SignupBody),
       response: {
@@ -29,7 +32,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async function (app) {
         }, ['bodyMissing', 'bodyMalformed', 'bodyNotObject']),
         409: duplicateReply,
         ...commonReplies,
-        429: errorReply(429, 'More than 20 sign-ups in a minute from this client address.', ['tooManyAttempts'], headers.retryAfter),
+        429: errorReply(429, `More than ${signups} from this client address.`, ['tooManyAttempts'], headers.retryAfter),
         503: unavailableReply('The database is unreachable, or password hashing is saturated.')
       }
     }
@@ -47,7 +50,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async function (app) {
       tags: ['auth'],
       operationId: 'logIn',
       summary: 'Exchange e-mail and password for a bearer token',
-      description: 'Public. The e-mail matches without regard to case. Failed logins are limited: 10 in 15 minutes per client address and e-mail, 50 per e-mail, 100 per address.',
+      description: `Public. The e-mail matches without regard to case. Failed logins are limited: ${LOGIN_LIMITS.pair} in ${LOGIN_WINDOW_MS / 60_000} minutes per client address and e-mail, ${LOGIN_LIMITS.email} per e-mail, ${LOGIN_LIMITS.address} per address.`,
       security: [],
       body: ref(LoginBody),
       response: {
@@ -57,7 +60,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async function (app) {
         }, ['bodyMissing', 'bodyMalformed', 'bodyNotObject']),
         401: errorReply(401, 'Wrong password or unknown e-mail: the same answer, in about the same time.', ['badCredentials']),
         ...commonReplies,
-        429: errorReply(429, 'Too many failed logins for this address and e-mail, for this e-mail (except from an address this account signed in from within 30 days), or from this address; refused before the password is checked.', ['tooManyAttempts'], headers.retryAfter),
+        429: errorReply(429, `Too many failed logins for this address and e-mail, for this e-mail (except from an address this account signed in from within ${FAMILIAR_MS / 86_400_000} days), or from this address; refused before the password is checked.`, ['tooManyAttempts'], headers.retryAfter),
         503: unavailableReply('The database is unreachable, password hashing is saturated, or logins still being checked for this address or e-mail fill a limit. Not counted as a failed login.')
       }
     }

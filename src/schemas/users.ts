@@ -1,5 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox'
 import { Email, Id, NewPassword, Password, Role, Username, ref } from './common.js'
+import { USERNAME_LENGTH } from './user-rules.js'
 
 // Each schema has an $id: it is registered once (`sharedSchemas`) and is a named component of
 // the OpenAPI document. Bodies accept unknown fields (CONTRACT §5); answers have exactly theirs.
@@ -22,7 +23,7 @@ export const MeBody = Type.Object({
 })
 
 const StoredEmail = Type.String({ format: 'email', description: 'As stored: lower-cased.', examples: ['ana@example.com'] })
-const StoredUsername = Type.String({ minLength: 3, maxLength: 20, examples: ['ana'] })
+const StoredUsername = Type.String({ minLength: USERNAME_LENGTH.minimum, maxLength: USERNAME_LENGTH.maximum, examples: ['ana'] })
 const answer = { additionalProperties: false } as const
 
 export const SignupResponse = Type.Object({ id: Id, username: StoredUsername, email: StoredEmail }, {

@@ -15,7 +15,7 @@ export interface paths {
         put?: never;
         /**
          * Create an account (always ROLE_USER)
-         * @description Public. The e-mail is stored lower-cased; usernames are unique without regard to case. Limited to 20 sign-ups a minute per client address.
+         * @description Public. The e-mail is stored lower-cased; usernames are unique without regard to case. Limited to 20 sign-ups in 60 s per client address.
          */
         post: operations["signUp"];
         delete?: never;
@@ -291,7 +291,7 @@ export interface operations {
                     "application/json": components["schemas"]["HttpError"];
                 };
             };
-            /** @description More than 20 sign-ups in a minute from this client address. */
+            /** @description More than 20 sign-ups in 60 s from this client address. */
             429: {
                 headers: {
                     /** @description The request's id, in every log line of the request: the caller's `X-Request-Id` when it is 1–64 characters of `[A-Za-z0-9._-]`, a new UUID otherwise. */
