@@ -21,7 +21,7 @@ const CATEGORIES = [
   ['database driver (postgres.js, Drizzle, the look-up\'s DataLoader)', /node_modules\/(postgres|drizzle-orm|dataloader)\/|dist\/db\/|dist\/users\/users-repository\.js/],
   ['response serialisation (fast-json-stringify)', /node_modules\/(fast-json-stringify|json-schema-ref-resolver|fast-uri)\//],
   [BODY, /node_modules\/(secure-json-parse|ajv|ajv-formats|@fastify\/ajv-compiler)\/|dist\/(http\/validation|plugins\/json-body)\.js/],
-  ['tracing: @fastify/otel and our span code', /node_modules\/@fastify\/otel\/|dist\/telemetry\/(otel|tracing)\.js/],
+  ['tracing: @fastify/otel and our span code', /node_modules\/@fastify\/otel\/|dist\/telemetry\/(otel|spans)\.js/],
   ['tracing: span export (OTLP serialisation, sending)', /node_modules\/@opentelemetry\/(otlp-|exporter-)|dist\/telemetry\/span-export\.js/],
   ['tracing: the SDK\'s spans, ids, sampler, context', /node_modules\/@opentelemetry\//],
   ['route handler and app hooks (our code)', /^(?!.*node_modules\/).*\/dist\//],

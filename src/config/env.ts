@@ -65,7 +65,7 @@ export const EnvSchema = Type.Object({
   DEV_ADMIN_PASSWORD: Type.Optional(Type.String({ minLength: 1, description: 'must be a non-empty string' })),
   DEV_USER_EMAIL: Type.Optional(Type.String({ pattern: '^[^\\s@]+@[^\\s@]+\\.[^\\s@]+$', description: 'must be an e-mail address' })),
   DEV_USER_PASSWORD: Type.Optional(Type.String({ minLength: 1, description: 'must be a non-empty string' })),
-  // OpenTelemetry's own variables (tracing.ts): the SDK reads them; these are the ones checked first.
+  // OpenTelemetry's own variables (src/config/tracing.ts): the SDK reads them; these are the ones checked first.
   OTEL_SDK_DISABLED: Type.Optional(Type.Union([Type.Literal('true'), Type.Literal('false')], { description: 'must be "true" or "false"' })),
   OTEL_EXPORTER_OTLP_ENDPOINT: Type.Optional(Type.String({ pattern: OTLP_URL, description: 'must be an http:// or https:// URL such as http://collector:4318' })),
   OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: Type.Optional(Type.String({ pattern: OTLP_URL, description: 'must be an http:// or https:// URL such as http://collector:4318/v1/traces' })),

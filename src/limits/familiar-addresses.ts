@@ -2,7 +2,7 @@ import { and, eq, gt, lt, ne, sql } from 'drizzle-orm'
 import type { AppDatabase } from '../db/database.js'
 import { familiarAddresses, users } from '../db/schema.js'
 import { normalizeEmail } from '../schemas/user-rules.js'
-import { inStatementSpan } from '../telemetry/tracing.js'
+import { inStatementSpan } from '../telemetry/spans.js'
 import { FAMILIAR_MS } from './policy.js'
 
 export interface FamiliarAddresses {

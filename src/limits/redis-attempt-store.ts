@@ -4,7 +4,7 @@ import { IN_FLIGHT, type AttemptStore, type Counter, type MemoryAttemptStore, ty
 import type { SharedCounting } from './shared-counting.js'
 import type { WriteBack } from './write-back.js'
 import { IN_FLIGHT_MS } from './policy.js'
-import { inRedisSpan } from '../telemetry/tracing.js'
+import { inRedisSpan } from '../telemetry/spans.js'
 
 // The memory store's semantics, atomic on the Redis server. KEYS: each counter's failures key,
 // then its in-flight key. The caller gives every key one hash tag, so a Redis Cluster runs it.

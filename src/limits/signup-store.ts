@@ -1,7 +1,7 @@
 import { createRequire } from 'node:module'
 import type { Redis } from 'ioredis'
 import type { FastifyRateLimitStore, FastifyRateLimitStoreCtor } from '@fastify/rate-limit'
-import { inRedisSpan, tracing } from '../telemetry/tracing.js'
+import { inRedisSpan, tracing } from '../telemetry/spans.js'
 import type { SharedCounting } from './shared-counting.js'
 
 type Store = FastifyRateLimitStore

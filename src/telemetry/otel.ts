@@ -7,7 +7,7 @@ import type { FastifyBaseLogger, FastifyPluginCallback, FastifyRequest } from 'f
 import type { TracingConfig } from '../config/tracing.js'
 import { sqlStateOf } from '../db/pg-errors.js'
 import { UNMATCHED_ROUTE } from './metrics.js'
-import { installTracer } from './tracing.js'
+import { installTracer } from './spans.js'
 import { boundedExport, type DroppedReason } from './span-export.js'
 
 /** The ids a request's log lines carry, so they join its trace. */

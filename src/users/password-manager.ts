@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import argon2, { type HashOptions } from 'argon2'
 import type { Argon2Cost } from '../config/argon2.js'
-import { inSpan } from '../telemetry/tracing.js'
+import { inSpan } from '../telemetry/spans.js'
 import { createWorkQueue } from './work-queue.js'
 
 const round = (ms: number): number => Math.round(ms * 100) / 100

@@ -2,7 +2,7 @@ import { Readable } from 'node:stream'
 import type { Database } from '../db/database.js'
 import { createCopyJsonWriter, type CopyField } from '../db/copy-json.js'
 import type { PublicColumn } from '../db/queries.js'
-import { inStatementSpan } from '../telemetry/tracing.js'
+import { inStatementSpan } from '../telemetry/spans.js'
 import { UserRecord } from '../schemas/users.js'
 
 /**
