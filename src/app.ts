@@ -29,6 +29,7 @@ import adminRoutes from './routes/admin.js'
 import { docsOrigins, openApiOptions, sharedSchemas } from './schemas/openapi.js'
 import { REQUEST_ID_PATTERN } from './schemas/responses.js'
 import { ajvOptions } from './http/validation.js'
+import { ANSWER_HEADERS } from './http/headers.js'
 
 export interface AppDependencies {
   /** An open, migrated database owned by the caller (server.ts, tests); otherwise the app opens its own. */
@@ -136,8 +137,7 @@ export async function buildApp (config: Config, deps: AppDependencies = {}) {
 
   app.addHook('onResponse', requestLogHook(app.log, deps.tracing?.logFields))
   app.addHook('onSend', (request, reply, payload, done) => {
-    reply.header('x-content-type-options', 'nosniff')
-    reply.header('cache-control', 'no-store')
+    reply.headers(ANSWER_HEADERS)
     reply.header('x-request-id', request.id)
     done(null, payload)
   })

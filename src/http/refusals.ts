@@ -3,6 +3,7 @@ import { STATUS_CODES, type ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { httpError } from './error-bodies.js'
+import { ANSWER_HEADERS } from './headers.js'
 import { messages } from './messages.js'
 import { UNMATCHED_ROUTE } from '../telemetry/metrics.js'
 import { unmatchedPath } from '../telemetry/request-log.js'
@@ -46,8 +47,7 @@ export function refuse (app: FastifyInstance, socket: Socket, statusCode: number
     socket.write([
       `HTTP/1.1 ${statusCode} ${STATUS_CODES[statusCode]}`,
       'content-type: application/json; charset=utf-8',
-      'x-content-type-options: nosniff',
-      'cache-control: no-store',
+      ...Object.entries(ANSWER_HEADERS).map(([name, value]) => `${name}: ${value}`),
       `x-request-id: ${reqId}`,
       `content-length: ${Buffer.byteLength(body)}`,
       'connection: close',
