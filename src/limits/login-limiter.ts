@@ -1,5 +1,5 @@
 import type { Attempt, AttemptStore, Counter } from './attempt-stores.js'
-import { LOGIN_LIMITS, LOGIN_WINDOW_MS, type LoginLimit } from './policy.js'
+import { LOGIN_LIMITS, LOGIN_WINDOW_MS, loginKey, type LoginLimit } from './policy.js'
 
 export type LoginVerdict =
   | { readonly status: 'counted', readonly attempt: Attempt }
@@ -12,17 +12,16 @@ const EMAIL = LIMITS.indexOf('email')
 
 /**
  * The three §9 counters of one login: (address, e-mail), e-mail, address. `address` is already
- * grouped (IPv6 per /64) and `emailKey` is the e-mail's HMAC, so no store holds an e-mail.
- * Every key carries the hash tag `{login}`: the keys of one decision are spread over three
- * families (an address's, an e-mail's, a pair's), so only a tag they all share puts them in one
- * Redis Cluster slot, as a multi-key script requires.
+ * grouped (IPv6 per /64) and `emailKey` is the e-mail's HMAC, so no store holds an e-mail. The
+ * keys of one decision are spread over three families (an address's, an e-mail's, a pair's):
+ * only the hash tag they all share (`loginKey`) puts them in one Redis Cluster slot.
  */
 export function createLoginLimiter (store: AttemptStore, { prefix = 'ums:', windowMs = LOGIN_WINDOW_MS } = {}) {
   const counters = (address: string, emailKey: string, familiar: boolean): Counter[] => {
     const keys: Record<LoginLimit, string> = {
-      pair: `${prefix}{login}:pair:${address}|${emailKey}`,
-      email: `${prefix}{login}:email:${emailKey}`,
-      address: `${prefix}{login}:address:${address}`
+      pair: loginKey(prefix, `pair:${address}|${emailKey}`),
+      email: loginKey(prefix, `email:${emailKey}`),
+      address: loginKey(prefix, `address:${address}`)
     }
     // A familiar address still adds to the e-mail's failures, but is never refused for them.
     return LIMITS.map((limit) => ({ key: keys[limit], max: familiar && limit === 'email' ? Number.MAX_SAFE_INTEGER : LOGIN_LIMITS[limit] }))

@@ -15,6 +15,12 @@ export const IN_FLIGHT_MS = 60_000
 /** CONTRACT §9: an address is familiar to an account for 30 days after a successful login from it. */
 export const FAMILIAR_MS = 30 * 24 * 60 * 60 * 1000
 
+/**
+ * A Redis key of the login limits: every one shares the `{login}` hash tag, so that all of them
+ * sit in one Redis Cluster slot, as a multi-key script requires.
+ */
+export const loginKey = (prefix: string, name: string): string => `${prefix}{login}:${name}`
+
 /** CONTRACT §9: sign-ups per client address. */
 export const SIGNUP_LIMIT = { max: 20, timeWindow: 60_000 } as const
 

@@ -3,6 +3,7 @@ import type { Redis } from 'ioredis'
 import type { Counter, MemoryAttemptStore, Outcome } from './attempt-stores.js'
 import type { SharedCounting } from './shared-counting.js'
 import { EPOCH, WRITE_BACK } from './write-back-scripts.js'
+import { loginKey } from './policy.js'
 
 interface WriteBackCommands {
   limitsEpoch (key: string, candidate: string): Promise<string>
@@ -51,7 +52,7 @@ export function createWriteBack (redis: Redis, local: MemoryAttemptStore, option
     redis.defineCommand('limitsWriteBack', { lua: WRITE_BACK })
   }
   const commands = redis as unknown as WriteBackCommands
-  const epochKey = `${prefix}{login}:epoch`
+  const epochKey = loginKey(prefix, 'epoch')
   const unheard = new Map<string, Unheard>()
   // The epoch whose Redis holds this instance's share; a pass over every local counter when Redis lost it.
   let known: string | undefined
@@ -91,7 +92,7 @@ export function createWriteBack (redis: Redis, local: MemoryAttemptStore, option
     const at = now()
     const live = items.filter((item) => item.expiresAt > at || item.clear)
     if (live.length === 0) return 0
-    const keys = [epochKey, `${prefix}{login}:written:${id}`, ...live.map((item) => item.key)]
+    const keys = [epochKey, loginKey(prefix, `written:${id}`), ...live.map((item) => item.key)]
     const args = live.flatMap((item) => [item.add, Math.max(1, item.expiresAt - at), item.max, item.clear ? 1 : 0])
     return await commands.limitsWriteBack(keys.length, ...keys, epoch, windowMs, ...args)
   }
