@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import { METHODS } from 'node:http'
-import Fastify, { LogController, type FastifyServerOptions } from 'fastify'
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyServerOptions } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import sensible from '@fastify/sensible'
 import cors from '@fastify/cors'
@@ -37,6 +37,8 @@ export interface AppDependencies {
   /** Insert the development accounts; defaults to true when the app opens a development database. */
   readonly seed?: boolean
   readonly logger?: FastifyServerOptions['logger']
+  /** A logger made before the app, in place of `logger`'s options (server.ts: the start logs through it first). */
+  readonly loggerInstance?: FastifyBaseLogger
   readonly onHashTiming?: (operation: 'hash' | 'verify', seconds: number) => void
   /** Prefix of the abuse-limit keys in Redis (tests give each case its own). */
   readonly limitsKeyPrefix?: string
@@ -53,7 +55,7 @@ const REQUEST_ID = new RegExp(REQUEST_ID_PATTERN)
 /** Builds the API instance: registers everything, never listens. */
 export async function buildApp (config: Config, deps: AppDependencies = {}) {
   const app = Fastify({
-    logger: deps.logger ?? false,
+    ...(deps.loggerInstance ? { loggerInstance: deps.loggerInstance } : { logger: deps.logger ?? false }),
     // One line per request instead of Fastify's two, from requestLogHook below.
     logController: new LogController({ disableRequestLogging: true }),
     childLoggerFactory: deferredChildLogger,

@@ -22,7 +22,7 @@ function configOrExit (): Config {
 
 const config = configOrExit()
 // Loaded once the configuration holds: a bad one is refused before the app is even read.
-const [{ buildApp }, { buildManagementApp }, { createMetrics }, { loggerOptions }, { logSecurityEvent }, { openDatabase }] = await Promise.all([
+const [{ buildApp }, { buildManagementApp }, { createMetrics }, { createLogger }, { logSecurityEvent }, { openDatabase }] = await Promise.all([
   import('./app.js'), import('./management/management-app.js'), import('./telemetry/metrics.js'), import('./telemetry/logger.js'), import('./telemetry/security-events.js'),
   import('./db/open-database.js')
 ])
@@ -32,16 +32,15 @@ const tracing = config.tracing === undefined
   ? undefined
   : await (await import('./telemetry/otel.js')).startTracing({ config: config.tracing, onDropped: metrics.countDroppedSpans })
 let shuttingDown = false
+const log = createLogger(config)
 let database: Database
 let app: App
 let management: ManagementApp | undefined
 try {
   // Opened, and migrated, before the app: Fastify's 10 s plugin timeout must not cut short a wait
   // for another instance's migrations, nor migrations that take longer. Connecting is bounded.
-  database = await openDatabase(config, {
-    onMigrationWait: (message) => process.stderr.write(`${message}: the start goes on then\n`)
-  })
-  app = await buildApp(config, { database, seed: config.profile === 'development', logger: loggerOptions(config), metrics, onHashTiming: metrics.observeHashTiming, tracing })
+  database = await openDatabase(config, { onMigrationWait: (message) => log.warn(`${message}: the start goes on then`) })
+  app = await buildApp(config, { database, seed: config.profile === 'development', loggerInstance: log, metrics, onHashTiming: metrics.observeHashTiming, tracing })
   if (config.management.port !== null) {
     management = await buildManagementApp({ api: app, isShuttingDown: () => shuttingDown, logger: app.log.child({ listener: 'management' }) })
   }

@@ -70,6 +70,12 @@ export function loggerOptions (config: Config): FastifyServerOptions['logger'] {
   return { ...base, transport: { target: 'pino-pretty', options: { translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' } } }
 }
 
+/** The service's logger, made before the app so that the start logs through it too (server.ts). */
+export function createLogger (config: Config): FastifyBaseLogger {
+  const { stream, ...options } = loggerOptions(config) as pino.LoggerOptions & { stream?: Destination }
+  return stream === undefined ? pino(options) : pino(options, stream)
+}
+
 /**
  * A warning that says itself at most once a minute, however often its cause repeats. `kind`
  * gives each distinct cause its own minute (a connection refused must not hide a password

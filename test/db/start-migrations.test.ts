@@ -20,7 +20,10 @@ t.test('an instance whose migrations wait 12 s on another\'s lock says why, then
   const [port, managementPort] = [await freePort(), await freePort()]
   const started = spawnServer(t, { APP_PROFILE: 'production', PORT: String(port), MANAGEMENT_PORT: String(managementPort), JWT_SECRET: TEST_SECRET, DATABASE_URL: url, RATE_LIMITS: 'off' })
   await new Promise((resolve) => setTimeout(resolve, 12_000))
-  t.strictSame(started.stderr().trim().split('\n'), ['Waiting for another instance\'s migrations to finish (PostgreSQL advisory lock 727001): the start goes on then'])
+  // One JSON line of the production log, and nothing on stderr.
+  const lines = started.stdout().trim().split('\n').map((line) => JSON.parse(line) as { level: number, msg: string })
+  t.strictSame(lines.map(({ level, msg }) => ({ level, msg })), [{ level: 40, msg: 'Waiting for another instance\'s migrations to finish (PostgreSQL advisory lock 727001): the start goes on then' }])
+  t.equal(started.stderr(), '')
   await held`select pg_advisory_unlock(727001)`
   held.release()
 
