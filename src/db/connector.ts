@@ -1,11 +1,11 @@
-import { Socket } from 'node:net'
+import type { Socket } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { describeHost, type DatabaseTarget } from '../config/database-url.js'
 import { createHostOrder } from './host-order.js'
 import { createStartBound } from './start-bound.js'
 import { connectTo } from './connect-to.js'
 import { tlsSettings } from './tls.js'
-import { closeAtOnce, failStarting, nameForErrors } from './postgres-internals.js'
+import { closeAtOnce, failStarting, failingSocket, nameForErrors } from './postgres-internals.js'
 import { createAnswerWatch } from './answer-watch.js'
 import { createCancels } from './cancels.js'
 import { NotPostgresError, StartupRefusedError, readStartupAnswer } from './startup-answer.js'
@@ -45,10 +45,7 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
   const hostOf = new WeakMap<Socket, number>()
   const hosts = createHostOrder(target.hosts.length, target.targetSessionAttrs === 'any', now)
   const starts = createStartBound(target, connectTimeoutMs, now)
-  /**
-   * Sockets whose close, however soon, says nothing against their host: closed for a refused write
-   * (ranked as such), or one that answered a start's query (a client ended right after its check).
-   */
+  /** Sockets whose close says nothing against their host: dropped for a refused write, or one that answered a start's query. */
   const notRefusals = new WeakSet<Socket>()
   const connectHost = (index: number) => connectTo(target.hosts[index], target.sslMode, tls, connectTimeoutMs)
   const cancels = createCancels(connectHost, connectTimeoutMs)
@@ -99,11 +96,7 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
     return answers.watch(socket, server)
   }
 
-  /**
-   * postgres.js's factory: resolves with a connected socket, or with one that fails with the
-   * last host's error, which postgres.js hands to the waiting query (a rejected
-   * factory would leave that query waiting for good).
-   */
+  /** postgres.js's factory: a connected socket, or one that fails with the last host's error. */
   async function open (): Promise<Socket> {
     let lastError: Error = new Error('no host to connect to')
     // Every host just failed or was just refused: wait for the first to be tried again (bounded).
@@ -118,13 +111,7 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
       }
     }
     starts.roundFailed(lastError)
-    // It fails at postgres.js's first write (the startup message), as a refused connection would.
-    const failed = new Socket()
-    failed.write = (() => {
-      process.nextTick(() => failed.destroy(lastError))
-      return true
-    }) as typeof failed.write
-    return failed
+    return failingSocket(lastError)
   }
 
   return {
@@ -139,10 +126,9 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
     },
     recentFailure: starts.recentFailure,
     /**
-     * Closes the connection whose server answered last, a server that refused a write, and tries
-     * its host after the free ones for a while (src/db/host-order.ts). Called from a query's rejection,
-     * which postgres.js settles while handling that very answer: its reactions run before any
-     * other socket's data is handled.
+     * Closes the connection whose server answered last, one that refused a write, and ranks its host
+     * so (src/db/host-order.ts). Called from the query's rejection, which postgres.js settles while
+     * handling that very answer: its reactions run before any other socket's data is handled.
      */
     dropLastAnswered: () => {
       const socket = answers.takeLastAnswered()

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs'
-import type { Socket } from 'node:net'
+import { Socket } from 'node:net'
 import { Readable } from 'node:stream'
 import { finished } from 'node:stream/promises'
 import type { BackendKey } from './cancels.js'
@@ -48,7 +48,7 @@ export function assertDriverPatched (connection?: string): void {
  *   fails a connection's first query with an 'error' its socket emits (failStarting);
  * - with a `socket` factory (a documented option), postgres.js writes the startup message to
  *   the socket it is given at once: a factory's socket that fails does so after that first
- *   write (src/db/connector.ts), as a refused connection would.
+ *   write (failingSocket), as a refused connection would.
  */
 export interface PendingQuery extends Promise<unknown> {
   state: BackendKey | null
@@ -102,6 +102,21 @@ export function closeAtOnce (socket: Socket): void {
 export function failStarting (socket: Socket, error: Error): void {
   socket.emit('error', error)
   socket.destroy()
+}
+
+/**
+ * A socket for postgres.js's factory to resolve with when no host took the connection: it fails
+ * with `error` at postgres.js's first write (the startup message), as a refused connection
+ * would, and postgres.js hands that error to the waiting query (a rejected factory would leave
+ * that query waiting for good).
+ */
+export function failingSocket (error: Error): Socket {
+  const failed = new Socket()
+  failed.write = (() => {
+    process.nextTick(() => failed.destroy(error))
+    return true
+  }) as typeof failed.write
+  return failed
 }
 
 /** Names `socket` as postgres.js names its own (which its own connect sets), for its errors' messages. */
