@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { FastifyOtelInstrumentation } from '@fastify/otel'
-import { SpanStatusCode, trace, type Span } from '@opentelemetry/api'
+import { SpanStatusCode, trace, type Context, type Span, type TextMapGetter, type TextMapPropagator, type TextMapSetter } from '@opentelemetry/api'
+import { W3CTraceContextPropagator } from '@opentelemetry/core'
 import { NodeSDK } from '@opentelemetry/sdk-node'
 import { BatchSpanProcessor } from '@opentelemetry/sdk-trace'
 import type { FastifyBaseLogger, FastifyPluginCallback, FastifyRequest } from 'fastify'
@@ -29,6 +30,29 @@ export interface TracingOptions {
 }
 
 /**
+ * W3C trace context, of which an incoming request keeps only the parent: its ids and sampled
+ * flag. A `tracestate` is whatever the caller wrote (an e-mail, a token) and would go out on every
+ * span of the request; a client's trace context is only a parent id (issue 26). No baggage either.
+ */
+class ParentOnlyPropagator implements TextMapPropagator {
+  readonly #w3c = new W3CTraceContextPropagator()
+
+  inject (context: Context, carrier: unknown, setter: TextMapSetter): void {
+    this.#w3c.inject(context, carrier, setter)
+  }
+
+  extract (context: Context, carrier: unknown, getter: TextMapGetter): Context {
+    const extracted = this.#w3c.extract(context, carrier, getter)
+    const parent = trace.getSpanContext(extracted)
+    return parent?.traceState === undefined ? extracted : trace.setSpanContext(extracted, { ...parent, traceState: undefined })
+  }
+
+  fields (): string[] {
+    return this.#w3c.fields()
+  }
+}
+
+/**
  * The OpenTelemetry Node SDK, configured by the standard OTEL_* variables (endpoint, protocol,
  * headers, service name, resource attributes, sampler, batch sizes), exporting spans over
  * OTLP/HTTP; metrics stay on the Prometheus endpoint and logs on stdout.
@@ -41,6 +65,7 @@ export async function startTracing ({ config, onDropped }: TracingOptions): Prom
   const exporter = boundedExport(new OTLPTraceExporter(), { maxQueue: config.batch.maxQueueSize, onDropped })
   const sdk = new NodeSDK({
     spanProcessors: [exporter.guard(new BatchSpanProcessor({ exporter, ...config.batch }))],
+    textMapPropagator: new ParentOnlyPropagator(),
     metricReaders: [],
     logRecordProcessors: []
   })

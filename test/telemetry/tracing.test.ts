@@ -83,6 +83,18 @@ t.test('without a traceparent: a trace of its own, the server span a root', asyn
   t.equal(server.attributes['http.response.status_code'], 401)
 })
 
+// Issue 26: a client's traceparent is only a parent id. Its tracestate is whatever the client
+// wrote (an e-mail, a token), and the SDK put it on every span of the request.
+t.test('a caller\'s tracestate is not carried: the spans keep the parent id and nothing else of the caller\'s', async (t) => {
+  const app = await build(t, 'pglite', { tracing })
+  const traceId = '6bf92f3577b34da6a3ce929d0e0e4736'
+  const response = await app.inject({ method: 'GET', url: '/users/me', headers: { traceparent: `00-${traceId}-${CALLER_SPAN}-01`, tracestate: 'ums=carol@example.com,vendor=tok42', authorization: 'Bearer nope' } })
+  t.strictSame([response.statusCode, response.json()], [401, { statusCode: 401, error: 'Unauthorized', message: 'Token inválido' }])
+  const [server] = (await receiver.until((all) => all.some((span) => span.traceId === traceId))).filter((span) => span.traceId === traceId)
+  t.strictSame([server.name, server.parentSpanId], ['GET /users/me', CALLER_SPAN], 'the caller\'s span is still the parent')
+  t.notOk(server.raw.includes('carol@example.com') || server.raw.includes('tok42'), 'no trace state of the caller\'s in the export')
+})
+
 t.test('a caller\'s traceparent that says "not sampled": the default sampler records nothing of the request', async (t) => {
   const app = await build(t, 'pglite', { tracing })
   const traceId = '5bf92f3577b34da6a3ce929d0e0e4736'
