@@ -1,4 +1,4 @@
-import { TraceFlags, type Context } from '@opentelemetry/api'
+import { SpanKind, SpanStatusCode, TraceFlags, type Context } from '@opentelemetry/api'
 import { ExportResultCode, type ExportResult } from '@opentelemetry/core'
 import type { ReadableSpan, Span, SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace'
 
@@ -15,7 +15,8 @@ export interface BoundedExporter extends SpanExporter {
 /**
  * The exporter the batch processor hands its batches to. It counts what the collector did not
  * take, and strips every span of what an error may have said: status messages and exception
- * messages and stacks (a driver's message can quote a parameter), keeping the error's class.
+ * messages and stacks (a driver's message can quote a parameter), keeping the error's class; a
+ * server span's 4xx leaves its status unset.
  */
 export function boundedExport (exporter: SpanExporter, options: { maxQueue: number, onDropped: (reason: DroppedReason, count: number) => void }): BoundedExporter {
   const { maxQueue, onDropped } = options
@@ -24,7 +25,7 @@ export function boundedExport (exporter: SpanExporter, options: { maxQueue: numb
   const bounded: BoundedExporter = {
     export (spans: ReadableSpan[], done: (result: ExportResult) => void): void {
       queued = Math.max(0, queued - spans.length)
-      exporter.export(spans.map(withoutErrorText), (result) => {
+      exporter.export(spans.map(asExported), (result) => {
         if (result.code !== ExportResultCode.SUCCESS) onDropped('export_failed', spans.length)
         done(result)
       })
@@ -49,14 +50,24 @@ export function boundedExport (exporter: SpanExporter, options: { maxQueue: numb
   return bounded
 }
 
-/** The span as exported: a status without its message, exception events with their type only. */
-function withoutErrorText (span: ReadableSpan): ReadableSpan {
-  if (span.status.message === undefined && span.events.length === 0) return span
+/**
+ * HTTP's semantic conventions: a server span's 4xx is the client's error, its status left unset;
+ * @fastify/otel marks every error thrown on the way to an answer, a refused login's too.
+ */
+function statusCodeOf (span: ReadableSpan): SpanStatusCode {
+  const clientError = span.kind === SpanKind.SERVER && Number(span.attributes['http.response.status_code']) < 500
+  return clientError && span.status.code === SpanStatusCode.ERROR ? SpanStatusCode.UNSET : span.status.code
+}
+
+/** The span as exported: its status without a message (unset for a 4xx), exception events with their type only. */
+function asExported (span: ReadableSpan): ReadableSpan {
+  const code = statusCodeOf(span)
+  if (span.status.message === undefined && span.events.length === 0 && code === span.status.code) return span
   const events = span.events.map((event: ReadableSpan['events'][number]) => ({
     name: event.name,
     time: event.time,
     attributes: event.attributes?.['exception.type'] === undefined ? {} : { 'exception.type': event.attributes['exception.type'] }
   }))
   // A view over the SDK's span: every other field and method is the span's own.
-  return Object.create(span, { status: { value: { code: span.status.code } }, events: { value: events } })
+  return Object.create(span, { status: { value: { code } }, events: { value: events } })
 }

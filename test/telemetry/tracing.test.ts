@@ -81,6 +81,8 @@ t.test('without a traceparent: a trace of its own, the server span a root', asyn
   t.notOk(earlierTraces.has(server.traceId), 'a trace id no earlier request had')
   t.equal(server.name, 'GET /users/me')
   t.equal(server.attributes['http.response.status_code'], 401)
+  // HTTP's semantic conventions: a server span's 4xx is the client's error, its status unset.
+  t.equal(server.status.code ?? 0, 0, 'a 401 leaves the server span\'s status unset')
 })
 
 // Issue 26: a client's traceparent is only a parent id. Its tracestate is whatever the client
