@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap'
 import argon2 from 'argon2'
 import postgres from 'postgres'
-import { buildApp } from '../src/app.js'
+import { buildCheckedApp } from './openapi/conformance.js'
 import { openDatabase } from '../src/db/open-database.js'
 import { migratePostgresDatabase } from '../src/db/migrate.js'
 import { createPostgresDatabase, testConfig } from './helper.js'
@@ -84,7 +84,7 @@ t.test('against PostgreSQL', { skip: process.env.TEST_DATABASE_URL ? false : 'TE
     t.notOk(run.stdout.includes('Secreto123') || run.stderr.includes('Secreto123'), 'the password is never printed')
 
     const database = await openDatabase(testConfig({ DATABASE_URL: url }), { persistent: true, poolMax: 2 })
-    const app = await buildApp(testConfig(), { database, seed: false })
+    const app = await buildCheckedApp(testConfig(), { database, seed: false })
     t.teardown(async () => { await app.close(); await database.close() })
     const login = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: 'jefa@example.com', password: 'Secreto123' } })
     t.equal(login.statusCode, 200)

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { buildApp } from '../../src/app.js'
+import { buildCheckedApp } from '../openapi/conformance.js'
 import { RESPONSE_DEADLINE_MS } from '../../src/plugins/response-deadline.js'
 import { openMigratedPglite } from '../../src/db/snapshot.js'
 import { seedAccounts, testConfig } from '../helper.js'
@@ -13,7 +13,7 @@ t.test('a token whose account look-up hangs is answered 503 at the response dead
   t.teardown(() => database.close())
   let stalled = 0
   const hanging = { ...database, usersByIds: (ids: readonly number[]) => stalled++ === 0 ? database.usersByIds(ids) : new Promise<never>(() => {}) }
-  const app = await buildApp(testConfig(), { database: hanging, seed: true, responseDeadlineMs: 1500 })
+  const app = await buildCheckedApp(testConfig(), { database: hanging, seed: true, responseDeadlineMs: 1500 })
   t.teardown(() => app.close())
   const { email, password } = seedAccounts.user
   const login = await app.inject({ method: 'POST', url: '/auth/login', payload: { email, password } })

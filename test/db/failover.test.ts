@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
 import { createPrimary, createStandby, pgServersSkip } from '../support/pg-servers.js'
 import { productionApp, signupLoops } from '../support/production-app.js'
+import { assertSignedUp, errorBodies } from '../helper.js'
 
 // A primary and a synchronous standby made by the test itself (CONTRACT §2, production databases).
 t.setTimeout(300_000)
@@ -47,15 +48,19 @@ t.test('a primary read-only for 30 s behind a standby listed first: reads served
   const standby = await createStandby(t, primary, { synchronous: false })
   const { app } = await productionApp(t, `postgres://postgres@127.0.0.1:${standby.port},127.0.0.1:${primary.port}/postgres`)
   const account = { username: 'reader', email: 'reader@example.com', password: 'Secreto123' }
-  t.equal((await app.inject({ method: 'POST', url: '/auth/signup', payload: account })).statusCode, 201)
+  await assertSignedUp(t, app, await app.inject({ method: 'POST', url: '/auth/signup', payload: account }), account)
+  // The token is proven below: every read must answer the account with it.
   const token = (await app.inject({ method: 'POST', url: '/auth/login', payload: { email: account.email, password: account.password } })).json().token
   const read = () => app.inject({ url: '/users/me', headers: { authorization: `Bearer ${token}` } })
 
   const loops = signupLoops(app, 'ro')
   await primary.query('alter system set default_transaction_read_only = on')
   await primary.query('select pg_reload_conf()')
-  const reads: number[] = []
-  for (const until = Date.now() + 30_000; Date.now() < until; await sleep(300)) reads.push((await read()).statusCode)
+  const reads: Array<{ status: number, body: string }> = []
+  for (const until = Date.now() + 30_000; Date.now() < until; await sleep(300)) {
+    const answer = await read()
+    reads.push({ status: answer.statusCode, body: answer.body })
+  }
   await primary.query('alter system reset default_transaction_read_only')
   await primary.query('select pg_reload_conf()')
   const writable = Date.now()
@@ -64,7 +69,8 @@ t.test('a primary read-only for 30 s behind a standby listed first: reads served
   const attempts = await loops.stop()
 
   const counts = attempts.reduce<Record<number, number>>((c, a) => ({ ...c, [a.status]: (c[a.status] ?? 0) + 1 }), {})
-  const served = reads.filter((status) => status === 200).length
+  const me = JSON.stringify({ id: 1, username: 'reader', email: 'reader@example.com', role: 'ROLE_USER' })
+  const served = reads.filter((answer) => answer.status === 200 && answer.body === me).length
   t.comment(`${attempts.length} sign-ups ${JSON.stringify(counts)}; first 201 ${first ? first.startedAt - writable : 'never'} ms after the primary took writes; reads during: ${served} of ${reads.length} served`)
   t.ok(first, 'a sign-up succeeded within 10 s of the primary taking writes again')
   t.strictSame(loops.strays(), [], 'every answer is 201 or the contract\'s 503 with Retry-After: 1')
@@ -72,6 +78,8 @@ t.test('a primary read-only for 30 s behind a standby listed first: reads served
   // dropped for a refused write is not taken for one that failed): a read waits past the 1 s
   // acquire timeout only on a machine too loaded to open one.
   t.ok(served >= reads.length * 0.95, `reads were served while the primary refused writes (${served} of ${reads.length})`)
+  t.strictSame(reads.filter((answer) => !(answer.status === 200 && answer.body === me) && !(answer.status === 503 && answer.body === JSON.stringify(errorBodies.unavailable))), [],
+    'every read is the account or the contract\'s 503')
   const after = await read()
   t.equal(after.statusCode, 200)
   t.strictSame(after.json(), { id: 1, username: 'reader', email: 'reader@example.com', role: 'ROLE_USER' })
@@ -89,8 +97,9 @@ t.test('a standby listed first changes nothing: migrations, sign-ups and reads g
       const [row] = await primary.query(`select id from users where email = '${account.email}'`)
       t.strictSame(created.json(), { id: row?.id, username: account.username, email: account.email })
       const login = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: account.email, password: account.password } })
-      t.equal(login.statusCode, 200)
-      const me = await app.inject({ url: '/users/me', headers: { authorization: `Bearer ${login.json().token}` } })
+      const { token, ...who } = login.json()
+      t.strictSame([login.statusCode, who, typeof token], [200, { id: row?.id, username: account.username, email: account.email }, 'string'])
+      const me = await app.inject({ url: '/users/me', headers: { authorization: `Bearer ${token}` } })
       t.equal(me.statusCode, 200)
       t.strictSame(me.json(), { id: row?.id, username: account.username, email: account.email, role: 'ROLE_USER' })
       const ready = await management.inject('/health/ready')

@@ -1,6 +1,6 @@
 import t, { type Test } from 'tap'
 import { sql } from 'drizzle-orm'
-import { buildApp } from '../../src/app.js'
+import { buildCheckedApp } from '../openapi/conformance.js'
 import { connectPostgres } from '../../src/db/postgres.js'
 import { databaseUnavailable } from '../../src/db/pg-errors.js'
 import { createPostgresDatabase, testConfig } from '../helper.js'
@@ -72,7 +72,7 @@ t.test('a request that cannot get a connection answers 503 Servicio no disponibl
   await migratePostgresDatabase(url)
   const database = await connectPostgres({ url, poolMax: 1 })
   t.teardown(() => database.close())
-  const app = await buildApp(testConfig(), { database, seed: false })
+  const app = await buildCheckedApp(testConfig(), { database, seed: false })
   t.teardown(() => app.close())
   // The one connection is opened first, so the slow query is on it at once.
   await database.db.execute(sql`select 0`)

@@ -6,7 +6,7 @@ import { sql } from 'drizzle-orm'
 import { drizzle } from 'drizzle-orm/postgres-js'
 import { migrate } from 'drizzle-orm/postgres-js/migrator'
 import postgres from 'postgres'
-import { buildApp } from '../../src/app.js'
+import { buildCheckedApp } from '../openapi/conformance.js'
 import type { Database } from '../../src/db/database.js'
 import { migrationsFolder } from '../../src/db/migrate.js'
 import { openDatabase } from '../../src/db/open-database.js'
@@ -77,7 +77,7 @@ for (const kind of testDatabases()) {
       t.equal(row.key, usernameKey(String(row.username)), `the migration's key for ${row.username} is the service's`)
     }
 
-    const app = await buildApp(testConfig(), { database, seed: false })
+    const app = await buildCheckedApp(testConfig(), { database, seed: false })
     t.teardown(() => app.close())
     const signup = (username: string, email: string) => app.inject({ method: 'POST', url: '/auth/signup', payload: { username, email, password: 'Secreto123' } })
     for (const [name, i] of [['ALICE', 10], ['jos\u00e9', 11], ['\u03bf\u03b4\u03bf\u03c2', 12], ['BOB', 13]] as const) {

@@ -1,5 +1,6 @@
 import t, { type Test } from 'tap'
-import { buildApp, type App } from '../../src/app.js'
+import type { App } from '../../src/app.js'
+import { buildCheckedApp } from '../openapi/conformance.js'
 import { buildManagementApp } from '../../src/management/management-app.js'
 import { createMetrics } from '../../src/telemetry/metrics.js'
 import { captureLog, createTestDatabase, errorBodies, loginFrom, seedAccounts, testConfig, testDatabases } from '../helper.js'
@@ -13,7 +14,7 @@ async function setup (t: Test, kind: Parameters<typeof createTestDatabase>[1], r
   const { database } = await createTestDatabase(t, kind)
   const log = captureLog()
   const metrics = createMetrics()
-  const api = await buildApp(testConfig({ RATE_LIMITS: 'on', REDIS_URL: redisUrl }), { database, seed: true, metrics, limitsKeyPrefix: 'ums-own:', logger: { level: 'info', stream: log.stream } })
+  const api = await buildCheckedApp(testConfig({ RATE_LIMITS: 'on', REDIS_URL: redisUrl }), { database, seed: true, metrics, limitsKeyPrefix: 'ums-own:', logger: { level: 'info', stream: log.stream } })
   t.teardown(() => api.close())
   await api.listen({ port: 0, host: '127.0.0.1' })
   const management = await buildManagementApp({ api, isShuttingDown: () => false })

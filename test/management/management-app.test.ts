@@ -5,7 +5,7 @@ import { promisify } from 'node:util'
 import t, { type Test } from 'tap'
 import { sql } from 'drizzle-orm'
 import { readMigrationFiles } from 'drizzle-orm/migrator'
-import { buildApp } from '../../src/app.js'
+import { buildCheckedApp } from '../openapi/conformance.js'
 import { migrationsFolder } from '../../src/db/migrate.js'
 import { buildManagementApp } from '../../src/management/management-app.js'
 import { createMetrics } from '../../src/telemetry/metrics.js'
@@ -159,7 +159,7 @@ for (const kind of testDatabases()) {
   t.test(`readiness on ${kind} is 503 with database down when select 1 fails`, async (t) => {
     const { database } = await createTestDatabase(t, kind)
     const broken = { ...database, ping: async () => { throw new Error('connection refused') } }
-    const api = await buildApp(testConfig(), { database: broken, seed: false })
+    const api = await buildCheckedApp(testConfig(), { database: broken, seed: false })
     t.teardown(() => api.close())
     await api.listen({ port: 0, host: '127.0.0.1' })
     const management = await buildManagementApp({ api, isShuttingDown: () => false })

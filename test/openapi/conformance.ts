@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs'
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js'
 import addFormats from 'ajv-formats'
 import type { InjectOptions, LightMyRequestCallback, LightMyRequestResponse } from 'fastify'
-import type { App } from '../../src/app.js'
+import { buildApp, type App } from '../../src/app.js'
 import { DOCUMENT_PATH } from './document.js'
 
 type Json = Record<string, any>
@@ -90,4 +90,11 @@ export function checkAnswersAgainstDocument (app: App): void {
   // The chained form (`inject()`) and the callback form are left as they are.
   app.inject = ((options?: InjectOptions | string, callback?: LightMyRequestCallback) =>
     options === undefined || callback !== undefined ? inject(options, callback) : checked(options)) as App['inject']
+}
+
+/** `buildApp` for tests that build their own app (a database, Redis or logger of their own): its answers are checked the same way. */
+export async function buildCheckedApp (...args: Parameters<typeof buildApp>): Promise<App> {
+  const app = await buildApp(...args)
+  checkAnswersAgainstDocument(app)
+  return app
 }

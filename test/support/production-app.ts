@@ -1,5 +1,6 @@
 import type { Test } from 'tap'
-import { buildApp, type App } from '../../src/app.js'
+import type { App } from '../../src/app.js'
+import { buildCheckedApp } from '../openapi/conformance.js'
 import { loadConfig } from '../../src/config/index.js'
 import { loggerOptions } from '../../src/telemetry/logger.js'
 import { buildManagementApp } from '../../src/management/management-app.js'
@@ -13,7 +14,7 @@ import { TEST_SECRET } from '../server-process.js'
 export async function productionApp (t: Test, databaseUrl: string, env: Record<string, string> = {}) {
   const config = loadConfig({ APP_PROFILE: 'production', DATABASE_URL: databaseUrl, JWT_SECRET: TEST_SECRET, RATE_LIMITS: 'off', LOG_LEVEL: 'info', MANAGEMENT_PORT: 'off', ...env })
   const log = captureLog()
-  const app = await buildApp(config, { logger: { ...loggerOptions(config) as object, stream: log.stream } })
+  const app = await buildCheckedApp(config, { logger: { ...loggerOptions(config) as object, stream: log.stream } })
   t.teardown(() => app.close())
   const management = await buildManagementApp({ api: app, isShuttingDown: () => false })
   t.teardown(() => management.close())

@@ -9,7 +9,7 @@ import { newUserRow } from '../../src/users/users-repository.js'
 import { baseLoggerOptions, loggerOptions } from '../../src/telemetry/logger.js'
 import { describeError, describeFailure } from '../../src/telemetry/error-description.js'
 import { ServiceUnavailableError } from '../../src/http/errors.js'
-import { buildApp } from '../../src/app.js'
+import { buildCheckedApp } from '../openapi/conformance.js'
 import { openMigratedPglite } from '../../src/db/snapshot.js'
 import { build, captureLog, createTestDatabase, seedAccounts, testConfig, testDatabases } from '../helper.js'
 
@@ -91,7 +91,7 @@ t.test('other errors keep their message and stack; a cause from the database sil
 t.test('an unexpected database failure answers 500 and its log line holds neither the SQL nor the e-mail looked up', async (t) => {
   const log = captureLog()
   const { database } = await openMigratedPglite()
-  const app = await buildApp(testConfig(), { database, logger: { ...baseLoggerOptions({ logLevel: 'info' }), stream: log.stream } })
+  const app = await buildCheckedApp(testConfig(), { database, logger: { ...baseLoggerOptions({ logLevel: 'info' }), stream: log.stream } })
   t.teardown(() => app.close())
   await app.ready()
   // A closed PGlite fails every query with a plain Error, which Drizzle wraps with its SQL and parameters.

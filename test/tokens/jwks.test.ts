@@ -2,7 +2,8 @@ import { generateKeyPairSync } from 'node:crypto'
 import type { AddressInfo } from 'node:net'
 import t, { type Test } from 'tap'
 import { createRemoteJWKSet, decodeProtectedHeader, jwtVerify, calculateJwkThumbprint, errors } from 'jose'
-import { buildApp, type App } from '../../src/app.js'
+import type { App } from '../../src/app.js'
+import { buildCheckedApp } from '../openapi/conformance.js'
 import { buildManagementApp } from '../../src/management/management-app.js'
 import type { Database } from '../../src/db/database.js'
 import { createTestDatabase, login, seedAccounts, testConfig, testDatabases } from '../helper.js'
@@ -17,7 +18,7 @@ const pem = (algorithm: 'EdDSA' | 'ES256') => (algorithm === 'EdDSA'
 
 /** The API with `env` over `database`, and its management listener on a port of the kernel's choice. */
 async function service (t: Test, database: Database, env: Record<string, string>, seed = false) {
-  const api = await buildApp(testConfig(env), { database, seed })
+  const api = await buildCheckedApp(testConfig(env), { database, seed })
   t.teardown(() => api.close())
   const management = await buildManagementApp({ api, isShuttingDown: () => false })
   t.teardown(() => management.close())
