@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process'
-import { accessSync, appendFileSync, chmodSync, chownSync, constants, copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { accessSync, appendFileSync, chmodSync, chownSync, constants, copyFileSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir, userInfo } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
@@ -11,8 +11,15 @@ import type { ServerCertificates } from './pg-certificates.js'
 
 const run = promisify(execFile)
 
-/** Debian keeps PostgreSQL's programs off PATH, one folder per major version. */
-const pgBin = process.env.PG_BIN ?? '/usr/lib/postgresql/15/bin'
+/** Debian keeps PostgreSQL's programs off PATH, one folder per major version: the newest installed, unless PG_BIN says. */
+const pgBin = process.env.PG_BIN ?? newestPgBin()
+
+function newestPgBin (): string {
+  const root = '/usr/lib/postgresql'
+  const versions = existsSync(root) ? readdirSync(root).filter((v) => /^\d+$/.test(v) && existsSync(join(root, v, 'bin', 'initdb'))) : []
+  const newest = versions.sort((a, b) => Number(b) - Number(a))[0] ?? '15'
+  return join(root, newest, 'bin')
+}
 const isRoot = () => process.getuid?.() === 0
 /** uid and gid of the postgres user, undefined when there is none. */
 const pgUser = (([, uid, gid]) => uid ? { uid: Number(uid), gid: Number(gid) } : undefined)(
