@@ -11,7 +11,8 @@ export interface Metrics {
   observeHashTiming (operation: 'hash' | 'verify', seconds: number): void
   /** Where the pool gauges read from; set once the database is open. */
   watchPool (stats: () => PoolStats): void
-  observeRequest (method: string, route: string, statusCode: number, seconds: number): void
+  /** An answer, and its time when known (a request the HTTP parser refused has none: counted only). */
+  observeRequest (method: string, route: string, statusCode: number, seconds?: number): void
   /** Spans tracing gave up on (src/telemetry/span-export.ts). */
   countDroppedSpans (reason: 'queue_full' | 'export_failed', count: number): void
   /** With REDIS_URL: whether the abuse limits count in Redis (src/limits/shared-counting.ts). */
@@ -97,7 +98,7 @@ export function createMetrics (): Metrics {
     observeRequest (method, route, statusCode, seconds) {
       const labels = { method, route, status_code: String(statusCode) }
       requests.inc(labels)
-      duration.observe(labels, seconds)
+      if (seconds !== undefined) duration.observe(labels, seconds)
     }
   }
 }
