@@ -32,11 +32,14 @@ async function migrate (config: Config, extra: string[]): Promise<void> {
   process.stdout.write(applied.length === 0 ? `Nothing to apply: ${head}.\n` : `Applied ${applied.join(', ')}: ${head}.\n`)
 }
 
+/** The account commands' own variables, beside the service's configuration (docs/configuration.md). */
+const commandContext = () => ({ sudoUser: process.env.SUDO_USER, adminPassword: process.env.ADMIN_PASSWORD })
+
 /** The commands that need the configuration, each loading what it needs when it runs. */
 const commands: Record<string, (config: Config, args: string[]) => Promise<void>> = {
   migrate,
-  'set-role': async (config, args) => (await import('./users/account-commands.js')).setRole(config, args),
-  'create-admin': async (config, args) => (await import('./users/account-commands.js')).createAdmin(config, args),
+  'set-role': async (config, args) => (await import('./users/account-commands.js')).setRole(config, args, commandContext()),
+  'create-admin': async (config, args) => (await import('./users/account-commands.js')).createAdmin(config, args, commandContext()),
   'hash-benchmark': async (config, args) => {
     if (args.length > 0) throw new UsageError()
     const { report, warning } = await (await import('./users/hash-benchmark.js')).hashBenchmark(config)

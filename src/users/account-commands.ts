@@ -19,17 +19,25 @@ import { CliError, UsageError } from './command-errors.js'
 // prints what it changed and writes its security event as a JSON line to standard output.
 
 
+/** What the CLI's own environment says of the run (cli.ts reads it: only the entry points read process.env). */
+export interface CommandContext {
+  /** Who ran the command through sudo (SUDO_USER), for the security events' `actor`. */
+  readonly sudoUser?: string
+  /** create-admin's password (ADMIN_PASSWORD), read from standard input when unset. */
+  readonly adminPassword?: string
+}
+
 // Who ran the command, for the audit trail of the security events.
-function actor (): string {
+function actor (context: CommandContext): string {
   try {
-    return process.env.SUDO_USER ?? userInfo().username
+    return context.sudoUser ?? userInfo().username
   } catch {
     return 'unknown'
   }
 }
 
-const event = (name: SecurityEvent, details: SecurityEventDetails) =>
-  process.stdout.write(securityEventLine(name, { ...details, source: 'cli', actor: actor() }))
+const event = (context: CommandContext, name: SecurityEvent, details: SecurityEventDetails) =>
+  process.stdout.write(securityEventLine(name, { ...details, source: 'cli', actor: actor(context) }))
 
 /** The configured PostgreSQL database (migrated to head first unless MIGRATIONS=off), for the length of `work`. */
 async function withUsers<T> (config: Config, work: (users: UsersRepository) => Promise<T>): Promise<T> {
@@ -52,7 +60,7 @@ async function withUsers<T> (config: Config, work: (users: UsersRepository) => P
   }
 }
 
-export async function setRole (config: Config, [email, role, ...extra]: string[]): Promise<void> {
+export async function setRole (config: Config, [email, role, ...extra]: string[], context: CommandContext = {}): Promise<void> {
   if (!email || !role || extra.length > 0) throw new UsageError()
   if (!Value.Check(Role, role)) throw new CliError(`Unknown role "${role}": use ROLE_USER or ROLE_ADMIN.`)
   await withUsers(config, async (users) => {
@@ -65,7 +73,7 @@ export async function setRole (config: Config, [email, role, ...extra]: string[]
     await users.setRole(account.email, role)
     process.stdout.write(`Changed the role of ${account.username} <${account.email}> (id ${account.id}): ${account.role} -> ${role}.\n` +
       'Tokens issued before now keep the old role until they expire (JWT_EXPIRATION).\n')
-    event('role_changed', { userId: account.id, previousRole: account.role, role })
+    event(context, 'role_changed', { userId: account.id, previousRole: account.role, role })
   })
 }
 
@@ -78,8 +86,8 @@ function signupProblems (body: unknown): Record<string, string> | undefined {
 }
 
 /** ADMIN_PASSWORD, else standard input: a prompt without echo on a terminal, the first line of a pipe. */
-async function readPassword (): Promise<string> {
-  if (process.env.ADMIN_PASSWORD !== undefined) return process.env.ADMIN_PASSWORD
+async function readPassword (adminPassword: string | undefined): Promise<string> {
+  if (adminPassword !== undefined) return adminPassword
   const silent = new Writable({ write (_chunk, _encoding, done) { done() } })
   if (process.stdin.isTTY) process.stderr.write('Password: ')
   const lines = createInterface({ input: process.stdin, output: silent, terminal: Boolean(process.stdin.isTTY) })
@@ -92,9 +100,9 @@ async function readPassword (): Promise<string> {
   }
 }
 
-export async function createAdmin (config: Config, [username, email, ...extra]: string[]): Promise<void> {
+export async function createAdmin (config: Config, [username, email, ...extra]: string[], context: CommandContext = {}): Promise<void> {
   if (!username || !email || extra.length > 0) throw new UsageError()
-  const password = await readPassword()
+  const password = await readPassword(context.adminPassword)
   const problems = signupProblems({ username, email, password })
   if (problems) {
     throw new CliError('The account breaks the sign-up rules:\n' + Object.entries(problems).map(([field, message]) => `  ${field}: ${message}`).join('\n'))
@@ -105,7 +113,7 @@ export async function createAdmin (config: Config, [username, email, ...extra]: 
     try {
       const created = await users.create({ username, email, passwordHash, role: 'ROLE_ADMIN' })
       process.stdout.write(`Created administrator ${created.username} <${created.email}> (id ${created.id}) with ROLE_ADMIN.\n`)
-      event('user_created', { userId: created.id, role: 'ROLE_ADMIN' })
+      event(context, 'user_created', { userId: created.id, role: 'ROLE_ADMIN' })
     } catch (error) {
       if (!(error instanceof DuplicateUserError)) throw error
       throw new CliError('Not created:\n' + Object.entries(duplicateFields(error.fields)).map(([field, message]) => `  ${field}: ${message}`).join('\n'))
