@@ -70,7 +70,11 @@ export async function buildApp (config: Config, deps: AppDependencies = {}) {
     keepAliveTimeout: 65_000,
     // Node checks the header and request timeouts every 30 s by default: they would fire up to 30 s
     // late. Every half second, they fire within the contract's second even on a busy machine.
-    http: { headersTimeout: 5_000, connectionsCheckingInterval: 500 },
+    // A missing Host is refused in the contract's shape by plugins/http-edges.ts, not with Node's
+    // bare 400. A repeated header is joined rather than cut to its first line: two Authorization
+    // headers make one credential no token matches (401), not the first one's caller, whatever a
+    // proxy or firewall that reads the last one believed.
+    http: { headersTimeout: 5_000, connectionsCheckingInterval: 500, requireHostHeader: false, joinDuplicateHeaders: true },
     // Answers Fastify and Node give outside the request pipeline, in the contract's shape (src/http/refusals.ts).
     clientErrorHandler,
     frameworkErrors: rerouteFrameworkError,

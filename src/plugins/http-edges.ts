@@ -19,7 +19,7 @@ declare module 'fastify' {
  * instead of letting Node drain the body (its default, to keep the connection alive);
  * `100 Continue` is sent only once the request passed the token check and its route exists;
  * answers close their connections from the start of the shutdown drain; requests that arrive
- * while the instance closes get the contract's 503.
+ * while the instance closes get the contract's 503; an HTTP/1.1 request without Host gets 400.
  */
 export default fp(async function httpEdgesPlugin (app) {
   // With a listener, Node no longer answers `100 Continue` by itself: the preParsing hook does,
@@ -38,10 +38,13 @@ export default fp(async function httpEdgesPlugin (app) {
   // Fastify's own answer while closing (return503OnClosing) is an English body without our headers.
   let closing = false
   app.addHook('preClose', async () => { closing = draining = true })
-  app.addHook('onRequest', (_request, reply, done) => {
+  app.addHook('onRequest', (request, reply, done) => {
     // Before the token check: a request that came during the drain is sent elsewhere, whoever sent it.
     if (closing) sendUnavailable(reply)
-    else done()
+    // RFC 9112 §3.2: an HTTP/1.1 request without Host is refused (Node's own check is off, src/app.ts).
+    else if (request.raw.headers.host === undefined && request.raw.httpVersion !== '1.0') {
+      reply.header('connection', 'close').code(400).send(httpError(400, messages.invalidRequest))
+    } else done()
   })
 
   app.addHook('preParsing', (request, reply, payload, done) => {

@@ -224,6 +224,24 @@ t.test('answers outside the request pipeline have the contract\'s shape, headers
     t.strictSame(next.body, { statusCode: 401, error: 'Unauthorized', message: 'Token ausente' })
   })
 
+  t.test('an HTTP/1.1 request without Host (RFC 9112 §3.2): 400 in the contract\'s shape, logged, and the connection closed', async (t) => {
+    const { response, body, connection } = await exchange(t, `GET /users/me HTTP/1.1\r\nAuthorization: Bearer ${userToken}\r\n\r\n`)
+    t.strictSame([response.status, body], [400, { statusCode: 400, error: 'Bad Request', message: 'Petición no válida' }])
+    t.equal(response.headers.connection, 'close')
+    t.ok(await connection.until(() => connection.closed, 2000), 'closed')
+    const lines = log.lines.filter((line) => line.reqId === response.headers['x-request-id'] && line.msg === 'request completed')
+    t.match(lines, [{ method: 'GET', statusCode: 400 }], 'one request line')
+  })
+
+  t.test('two Authorization headers are one ambiguous credential: 401 Token inválido, whichever comes first', async (t) => {
+    const admin = await login(app, seedAccounts.admin.email, seedAccounts.admin.password)
+    for (const [first, second] of [[userToken, admin], [admin, userToken], [admin, 'garbage']]) {
+      const { response, body } = await exchange(t, `GET /admin/users HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${first}\r\nAuthorization: Bearer ${second}\r\n\r\n`)
+      t.strictSame([response.status, body, response.headers['www-authenticate']],
+        [401, { statusCode: 401, error: 'Unauthorized', message: 'Token inválido' }, 'Bearer error="invalid_token"'])
+    }
+  })
+
   const refusals = [
     ['an unknown method', 'FOO /users/me HTTP/1.1\r\nHost: localhost\r\n\r\n', 400, 'HPE_INVALID_METHOD', 'Petición no válida'],
     ['CONNECT', 'CONNECT 127.0.0.1:22 HTTP/1.1\r\nHost: localhost\r\n\r\n', 400, 'CONNECT', 'Petición no válida'],
