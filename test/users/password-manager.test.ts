@@ -26,3 +26,22 @@ t.test('each hash has a salt of its own, of the length argon2 makes, and verifie
   t.equal(await argon2.verify(first, 'Secreto123'), true)
   t.equal(await argon2.verify(second, 'Secreto124'), false)
 })
+
+// CONTRACT §3: an unknown e-mail is checked against a dummy hash "so timing does not reveal which
+// e-mails exist". A stored hash of a weaker cost (made before the cost was raised) verifies faster
+// than that dummy: a failed check against it pays a verify at the configured cost too, alongside.
+t.test('a login against a hash weaker than the configured cost takes a configured-cost verify too; one at the cost, only its own', async (t) => {
+  const weaker = await argon2.hash('Secreto123', argon2Options({ ...cost, timeCost: 1 }))
+  const current = await argon2.hash('Secreto123', argon2Options(cost))
+  const verifies = async (passwordHash: string | undefined, password: string) => {
+    const timings: string[] = []
+    const manager = createPasswordManager({ cost, concurrency: 2, onTiming: (operation) => timings.push(operation) })
+    const outcome = await manager.checkLogin(password, async () => passwordHash === undefined ? undefined : { passwordHash })
+    return { valid: outcome.valid, needsRehash: outcome.needsRehash, verifies: timings.length }
+  }
+  t.strictSame(await verifies(weaker, 'Wrong12345'), { valid: false, needsRehash: false, verifies: 2 }, 'weaker, wrong password: its own verify and one at the configured cost')
+  t.strictSame(await verifies(weaker, 'Secreto123'), { valid: true, needsRehash: true, verifies: 2 }, 'weaker, right password: the same time, then re-hashed')
+  t.strictSame(await verifies(current, 'Wrong12345'), { valid: false, needsRehash: false, verifies: 1 }, 'at the cost: one verify')
+  t.strictSame(await verifies(current, 'Secreto123'), { valid: true, needsRehash: false, verifies: 1 })
+  t.strictSame(await verifies(undefined, 'Wrong12345'), { valid: false, needsRehash: false, verifies: 1 }, 'unknown e-mail: the dummy, at the cost')
+})
