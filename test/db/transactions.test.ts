@@ -1,11 +1,14 @@
 import { EventEmitter } from 'node:events'
 import type { Socket } from 'node:net'
-import type { Sql } from 'postgres'
+import postgres, { type Sql } from 'postgres'
 import t from 'tap'
 import { StatementCancelledError } from '../../src/db/pg-errors.js'
 import { cancelRunning, type PendingQuery } from '../../src/db/postgres-internals.js'
-import { BEGIN_WITH_TIMEOUTS } from '../../src/db/postgres-options.js'
+import { BEGIN_WITH_TIMEOUTS, clientOptions } from '../../src/db/postgres-options.js'
 import { createTransactions } from '../../src/db/transactions.js'
+import { createConnector } from '../../src/db/connector.js'
+import { parseDatabaseUrl } from '../../src/config/database-url.js'
+import { createPostgresDatabase } from '../helper.js'
 
 /** What the stand-in server does with a statement: answer it, refuse it, or let the sweep cancel it first. */
 type Plan = 'answer' | 'refuse' | 'cancel, then answer' | 'cancel, then refuse'
@@ -64,4 +67,40 @@ t.test('a statement the sweep cancelled fails whatever the server answers, and i
   // A BEGIN a pooler held in its queue past the deadline, then ran: the connection is known from that answer.
   t.strictSame(await outcome({ [BEGIN_WITH_TIMEOUTS]: 'cancel, then answer' }), { failure: 'StatementCancelledError', sent: ['begin'], released: false, closed: true }, 'a BEGIN answered after its cancel')
   t.strictSame(await outcome({ [BEGIN_WITH_TIMEOUTS]: 'cancel, then refuse' }), { failure: 'StatementCancelledError', sent: ['begin'], released: false, closed: true }, 'a BEGIN refused after its cancel')
+})
+
+// The stand-in above encodes what transactions.ts assumes of postgres.js; here the same three
+// outcomes against the real driver and server, so an upgrade that changes them fails here too.
+t.test('against real postgres.js and PostgreSQL: committed; refused, rolled back on the same connection; cancelled, that connection closed', { skip: process.env.TEST_DATABASE_URL ? false : 'TEST_DATABASE_URL is not set: the real-driver case needs PostgreSQL' }, async (t) => {
+  const target = parseDatabaseUrl(await createPostgresDatabase(t))
+  const connector = createConnector(target, { connectTimeoutMs: 1000, answerDeadlineMs: 6000 })
+  const client = postgres({ ...clientOptions(target, connector), max: 1, prepare: false })
+  t.teardown(async () => { connector.stop(); await client.end({ timeout: 1 }) })
+  await client`create table canary (n int)`
+  // The next statement sent is cancelled after 200 ms, as the pool's sweep would past statement_timeout.
+  let cancelNext = false
+  const track = (query: PendingQuery): PendingQuery => {
+    if (cancelNext) {
+      cancelNext = false
+      setTimeout(() => cancelRunning(query as PendingQuery & { state: { pid: number, secret: number } }, (rejection) => new StatementCancelledError(200, rejection), connector.cancel), 200)
+    }
+    return query
+  }
+  const transactions = createTransactions(client, connector, 1000, track, () => {})
+  const backend = () => transactions.run(async (send) => ((await send('select pg_backend_pid() as pid')) as unknown as Array<{ pid: number }>)[0].pid)
+  const stored = async () => (await client`select n from canary order by n`).map((row) => row.n)
+  const first = await backend()
+
+  await transactions.run((send) => send('insert into canary values (1)'))
+  t.strictSame(await stored(), [1], 'committed')
+
+  const refused = await transactions.run(async (send) => { await send('insert into canary values (2)'); await send('select 1/0') })
+    .then(() => 'answered', (error: { code?: string }) => error.code)
+  t.strictSame([refused, await stored(), await backend()], ['22012', [1], first], 'refused: rolled back, and the connection released for the next')
+
+  const cancelled = await transactions.run(async (send) => { await send('insert into canary values (3)'); cancelNext = true; await send('select pg_sleep(5)') })
+    .then(() => 'answered', (error: Error) => error.constructor.name)
+  t.equal(cancelled, 'StatementCancelledError')
+  t.strictSame(await stored(), [1], 'cancelled: nothing of it kept')
+  t.not(await backend(), first, 'cancelled: its connection closed, the next transaction on a new one')
 })
