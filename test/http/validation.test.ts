@@ -9,7 +9,8 @@ t.test('the e-mail check: the length cap first, then a linear pattern', async (t
   const started = Date.now()
   // Under the 254-character cap, so that the pattern itself is what is timed.
   t.notOk(isEmail(`${'a.'.repeat(60)}@${'b-'.repeat(60)}`), 'a pathological address')
-  t.ok(Date.now() - started < 50, 'answered without backtracking')
+  // A backtracking pattern takes minutes on this input (exponential in its length); a linear one, microseconds.
+  t.ok(Date.now() - started < 1000, 'answered without backtracking')
 })
 
 t.test('the sign-up validator as Fastify compiles it: our keywords, all errors, no coercion', async (t) => {
