@@ -15,7 +15,7 @@ t.test('without a database given, it opens the configured one (development: PGli
   t.equal(app.database.driver, 'pglite')
   t.strictSame(rows(await app.database.db.execute(sql`select 1 as one`)), [{ one: 1 }])
   await app.close()
-  await t.rejects(app.database.db.execute(sql`select 1`), 'closed with the app')
+  await t.rejects(app.database.db.execute(sql`select 1`), { cause: { message: 'PGlite is closed' } }, 'closed with the app')
 })
 
 t.test('a database given by the caller is decorated as is, and left open for the caller to close', async (t) => {
