@@ -1,6 +1,6 @@
 import { METHODS } from 'node:http'
 import t from 'tap'
-import { assertLoggedIn, build, login, seedAccounts, testDatabases } from './helper.js'
+import { assertLoggedIn, build, errorBodies, login, seedAccounts, testDatabases } from './helper.js'
 
 const notFound = { statusCode: 404, error: 'Not Found', message: 'Recurso no encontrado' }
 const bodyMissing = { statusCode: 400, error: 'Bad Request', message: 'El cuerpo de la petición es obligatorio' }
@@ -14,7 +14,7 @@ for (const kind of testDatabases()) {
     const { user } = seedAccounts
     const requests = [
       { method: 'POST' as const, url: '/auth/login', payload: { email: user.email, password: user.password }, status: 200, body: LOGGED_IN },
-      { method: 'POST' as const, url: '/auth/login', payload: { email: user.email, password: 'Wrong1234' }, status: 401, body: { statusCode: 401, error: 'Unauthorized', message: 'Credenciales inválidas' } },
+      { method: 'POST' as const, url: '/auth/login', payload: { email: user.email, password: 'Wrong1234' }, status: 401, body: errorBodies.badCredentials },
       { method: 'POST' as const, url: '/auth/signup', payload: { username: 'x' }, status: 400, body: { username: 'El username debe tener entre 3 y 20 caracteres', email: 'El email es obligatorio', password: 'La password es obligatoria' } },
       { method: 'GET' as const, url: '/users/me', headers: { authorization: `Bearer ${token}` }, status: 200, body: { id: user.id, username: user.username, email: user.email, role: user.role } },
       { method: 'GET' as const, url: '/users/me', status: 401, body: { statusCode: 401, error: 'Unauthorized', message: 'Token ausente' } },
