@@ -235,3 +235,5 @@ export function redisPrefix (t: Test, url = TEST_REDIS_URL): string {
 /** A logged error and its causes, outermost first, as `describeError` wrote them into a log line. */
 export const causeChain = (cause: any): any[] => cause ? [cause, ...causeChain(cause.cause)] : []
 
+/** Result rows of `db.execute`, whichever the driver: PGlite gives `{ rows }`, postgres.js an array (copied to a plain one). */
+export const rowsOf = (result: unknown) => (Array.isArray(result) ? [...result] : (result as { rows: unknown[] }).rows) as Array<Record<string, unknown>>

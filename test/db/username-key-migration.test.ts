@@ -12,7 +12,7 @@ import { migrationsFolder } from '../../src/db/migrate.js'
 import { openDatabase } from '../../src/db/open-database.js'
 import { connectPglite } from '../../src/db/pglite.js'
 import { usernameKey } from '../../src/users/user.js'
-import { assertLoggedIn, assertSignedUp, createPostgresDatabase, testConfig, testDatabases, type DatabaseKind } from '../helper.js'
+import { assertLoggedIn, assertSignedUp, createPostgresDatabase, rowsOf, testConfig, testDatabases, type DatabaseKind } from '../helper.js'
 
 /** A migrations folder holding only the first migration: the schema before username_key. */
 async function initialMigrationOnly (t: Test): Promise<string> {
@@ -46,7 +46,6 @@ async function migratedAfter (t: Test, kind: DatabaseKind, fill: (run: (query: R
   return database
 }
 
-const rowsOf = (result: unknown) => (Array.isArray(result) ? [...result] : (result as { rows: unknown[] }).rows) as Array<Record<string, unknown>>
 const US = '\u001f'
 
 // Names the former rules accepted (3-20 code points, no Cc, unique by lower()), in id order.
