@@ -130,7 +130,6 @@ export async function assertSignedUp (t: Test, app: App, response: Answer, accou
   t.strictSame(response.json(), { id: row?.id, username: account.username.normalize('NFC'), email: account.email.toLowerCase() }, `${message}: body`)
 }
 
-/** A refused login: 401 with exactly the contract's body, the same for a wrong password and an unknown e-mail. */
 /** The contract's bodies the tests compare answers with, written out here rather than read from src/. */
 export const errorBodies = {
   badCredentials: { statusCode: 401, error: 'Unauthorized', message: 'Credenciales inválidas' },
@@ -138,6 +137,35 @@ export const errorBodies = {
   unavailable: { statusCode: 503, error: 'Service Unavailable', message: 'Servicio no disponible' }
 }
 
+/** An answer as `app.inject` gives it, or as test/server-process.ts's `http` does (`status`). */
+type AnyAnswer = { statusCode: number, json: () => any } | { status: number, json: () => any }
+
+const COMPACT_JWT = /^[\w-]+\.[\w-]+\.[\w-]+$/
+
+/**
+ * A login's 200 whose body is exactly `{ id, token, username, email }` of `account`, the token a
+ * compact JWT whose claims name the account (`sub` its username, `uid` its id). Returns the token.
+ */
+export function assertLoggedIn (t: Test, response: AnyAnswer, account: { id: number, username: string, email: string }, message = 'logged in'): string {
+  t.equal('statusCode' in response ? response.statusCode : response.status, 200, message)
+  const { token, ...rest } = response.json()
+  t.strictSame(rest, { id: account.id, username: account.username, email: account.email }, `${message}: body`)
+  const compact = typeof token === 'string' && COMPACT_JWT.test(token)
+  t.ok(compact, `${message}: the token is a compact JWT (${typeof token === 'string' ? token.slice(0, 16) + '…' : String(token)})`)
+  const claims = compact ? JSON.parse(Buffer.from(token.split('.')[1], 'base64url').toString()) : {}
+  t.strictSame({ sub: claims.sub, uid: claims.uid }, { sub: account.username, uid: account.id }, `${message}: the token names the account`)
+  return token
+}
+
+/** A refused attempt (CONTRACT §9): 429 with exactly the contract's body and a Retry-After of whole seconds, at most `maxRetryAfter`. */
+export function assertTooMany (t: Test, response: Answer, message: string, maxRetryAfter = Infinity): void {
+  t.equal(response.statusCode, 429, message)
+  t.strictSame(response.json(), errorBodies.tooMany, `${message}: body`)
+  const retryAfter = String(response.headers['retry-after'])
+  t.ok(/^[1-9][0-9]*$/.test(retryAfter) && Number(retryAfter) <= maxRetryAfter, `${message}: Retry-After ${retryAfter}${maxRetryAfter === Infinity ? '' : `, at most ${maxRetryAfter}`}`)
+}
+
+/** A refused login: 401 with exactly the contract's body, the same for a wrong password and an unknown e-mail. */
 export function assertBadCredentials (t: Test, response: Answer, message = 'wrong credentials'): void {
   t.equal(response.statusCode, 401, message)
   t.strictSame(response.json(), errorBodies.badCredentials, `${message}: body`)
@@ -206,3 +234,6 @@ export function redisPrefix (t: Test, url = TEST_REDIS_URL): string {
 
 /** A logged error and its causes, outermost first, as `describeError` wrote them into a log line. */
 export const causeChain = (cause: any): any[] => cause ? [cause, ...causeChain(cause.cause)] : []
+
+/** Result rows of `db.execute`, whichever the driver: PGlite gives `{ rows }`, postgres.js an array (copied to a plain one). */
+export const rowsOf = (result: unknown) => (Array.isArray(result) ? [...result] : (result as { rows: unknown[] }).rows) as Array<Record<string, unknown>>

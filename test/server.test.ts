@@ -1,6 +1,6 @@
 import { createServer, type AddressInfo } from 'node:net'
 import t from 'tap'
-import { build, createPostgresDatabase, seedAccounts } from './helper.js'
+import { assertLoggedIn, build, createPostgresDatabase, seedAccounts } from './helper.js'
 import { MODULE_LOG, TEST_SECRET, freePort, http, loadedModules, portIsFree, spawnServer, waitFor, waitReady } from './server-process.js'
 
 // Real processes start slowly on a busy two-core machine: more than .taprc's 120 s per file.
@@ -17,9 +17,7 @@ t.test('the development process serves GET /users/me with a JSON body over HTTP'
   await waitReady(server)
   const { email, password } = seedAccounts.user
   const login = await http(port, 'POST', '/auth/login', { body: { email, password } })
-  t.equal(login.status, 200)
-  const { token } = login.json()
-  t.strictSame({ ...login.json(), token: 'x' }, { id: 2, token: 'x', username: 'user', email })
+  const token = assertLoggedIn(t, login, seedAccounts.user)
   const me = await http(port, 'GET', '/users/me', { body: { email, password }, headers: { authorization: `Bearer ${token}`, connection: 'keep-alive' } })
   t.equal(me.status, 200)
   t.equal(me.headers['content-type'], 'application/json; charset=utf-8')
@@ -108,8 +106,7 @@ t.test('three production instances started at once on one empty PostgreSQL datab
   t.equal(duplicate.status, 409)
   t.strictSame(duplicate.json(), { email: 'El email ya está registrado', username: 'El username ya está en uso' })
   const login = await http(servers[2].port, 'POST', '/auth/login', { body: { email: user.email, password: user.password } })
-  t.equal(login.status, 200)
-  t.strictSame({ ...login.json(), token: 'x' }, { id: 1, token: 'x', username: 'trio', email: 'trio@example.com' })
+  assertLoggedIn(t, login, { id: 1, username: 'trio', email: 'trio@example.com' })
   for (const server of servers) server.child.kill('SIGTERM')
   for (const server of servers) t.strictSame(await server.exited, { code: 0, signal: null })
   t.equal(servers.map((s) => s.stderr()).join('').split('\n').filter((line) => !line.startsWith('MODULES ')).join(''), '', 'no errors on any instance')

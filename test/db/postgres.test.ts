@@ -3,13 +3,11 @@ import { sql } from 'drizzle-orm'
 import { buildCheckedApp } from '../openapi/conformance.js'
 import { connectPostgres } from '../../src/db/postgres.js'
 import { databaseUnavailable } from '../../src/db/pg-errors.js'
-import { createPostgresDatabase, testConfig } from '../helper.js'
+import { createPostgresDatabase, errorBodies, rowsOf, testConfig } from '../helper.js'
 import { createTcpProxy } from '../support/tcp-proxy.js'
 import { migratePostgresDatabase } from '../../src/db/migrate.js'
 
 const skip = process.env.TEST_DATABASE_URL ? false : 'TEST_DATABASE_URL is not set: pool timeouts are PostgreSQL-only'
-
-const rowsOf = (result: unknown) => result as Record<string, string>[]
 
 /** A migrated database behind a pool of one connection, busy with `pg_sleep(1.6)` (`slow`) for a while. */
 async function busyPool (t: Test) {
@@ -82,7 +80,7 @@ t.test('a request that cannot get a connection answers 503 Servicio no disponibl
   const response = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: 'nadie@example.com', password: 'Secreto123' } })
   t.equal(response.statusCode, 503)
   t.equal(response.headers['retry-after'], '1')
-  t.strictSame(response.json(), { statusCode: 503, error: 'Service Unavailable', message: 'Servicio no disponible' })
+  t.strictSame(response.json(), errorBodies.unavailable)
   await slow
 })
 

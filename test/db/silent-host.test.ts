@@ -1,6 +1,6 @@
 import { createServer, type Socket } from 'node:net'
 import t from 'tap'
-import { createPostgresDatabase } from '../helper.js'
+import { assertLoggedIn, createPostgresDatabase } from '../helper.js'
 import { freePort, http, spawnServer, TEST_SECRET, waitReady } from '../server-process.js'
 
 const skip = process.env.TEST_DATABASE_URL ? false : 'TEST_DATABASE_URL is not set: the start needs PostgreSQL'
@@ -27,9 +27,8 @@ for (const query of ['target_session_attrs=read-write', 'target_session_attrs=an
     const account = { username: 'steady', email: 'steady@example.com', password: 'Secreto123' }
     const signedUp = await http(port, 'POST', '/auth/signup', { body: account })
     t.strictSame([signedUp.status, signedUp.json()], [201, { id: 1, username: 'steady', email: 'steady@example.com' }])
-    const login = await http(port, 'POST', '/auth/login', { body: { email: account.email, password: account.password } })
-    t.equal(login.status, 200)
-    const me = await http(port, 'GET', '/users/me', { headers: { authorization: `Bearer ${login.json().token as string}` } })
+    const token = assertLoggedIn(t, await http(port, 'POST', '/auth/login', { body: { email: account.email, password: account.password } }), { id: 1, ...account })
+    const me = await http(port, 'GET', '/users/me', { headers: { authorization: `Bearer ${token}` } })
     t.strictSame([me.status, me.json()], [200, { id: 1, username: 'steady', email: 'steady@example.com', role: 'ROLE_USER' }])
     t.equal(started.stderr(), '', 'nothing on stderr')
   })

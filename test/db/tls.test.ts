@@ -2,9 +2,11 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { eq } from 'drizzle-orm'
 import t, { type Test } from 'tap'
+import { users } from '../../src/db/schema.js'
 import { until } from '../deploy/processes.js'
-import { errorBodies } from '../helper.js'
+import { assertLoggedIn, assertSignedUp, errorBodies } from '../helper.js'
 import { createCertificates } from '../support/pg-certificates.js'
 import { createPrimary, pgServersSkip } from '../support/pg-servers.js'
 import { productionApp } from '../support/production-app.js'
@@ -27,8 +29,9 @@ t.test('verify-full against a CA file serves, and every connection of the servic
   const { server, certificates } = await tlsServer(t)
   for (const [index, host] of ['127.0.0.1', 'localhost'].entries()) {
     const { app, management } = await productionApp(t, `postgres://postgres@${host}:${server.port}/postgres?sslmode=verify-full&sslrootcert=${certificates.ca}`)
-    const created = await app.inject({ method: 'POST', url: '/auth/signup', payload: { username: `tls${index}`, email: `tls${index}@example.com`, password: 'Secreto123' } })
-    t.equal(created.statusCode, 201, `signed up over TLS to ${host}`)
+    const account = { username: `tls${index}`, email: `tls${index}@example.com` }
+    const created = await app.inject({ method: 'POST', url: '/auth/signup', payload: { ...account, password: 'Secreto123' } })
+    await assertSignedUp(t, app, created, account, `signed up over TLS to ${host}`)
     const ready = await management.inject('/health/ready')
     t.strictSame([ready.statusCode, ready.json()], [200, { status: 'up', database: 'up' }])
   }
@@ -70,8 +73,10 @@ t.test('TLS through a path that goes silent (half-open): every answer within 11 
   const proxy = await createTcpProxy({ host: '127.0.0.1', port: server.port })
   t.teardown(proxy.close)
   const { app, management } = await productionApp(t, `postgres://postgres@127.0.0.1:${proxy.port}/postgres?sslmode=require`)
-  await app.inject({ method: 'POST', url: '/auth/signup', payload: { username: 'halfopen', email: 'half.open@example.com', password: 'Secreto123' } })
-  const token = (await app.inject({ method: 'POST', url: '/auth/login', payload: { email: 'half.open@example.com', password: 'Secreto123' } })).json().token
+  const account = { username: 'halfopen', email: 'half.open@example.com' }
+  await assertSignedUp(t, app, await app.inject({ method: 'POST', url: '/auth/signup', payload: { ...account, password: 'Secreto123' } }), account)
+  const [{ id }] = await app.database.db.select({ id: users.id }).from(users).where(eq(users.email, account.email))
+  const token = assertLoggedIn(t, await app.inject({ method: 'POST', url: '/auth/login', payload: { email: account.email, password: 'Secreto123' } }), { ...account, id })
   const answers: Array<{ status: number, startedAt: number, ms: number }> = []
   let running = true
   const loop = async () => {

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import postgres from 'postgres'
-import t from 'tap'
-import { createPostgresDatabase } from '../helper.js'
+import t, { type Test } from 'tap'
+import { createPostgresDatabase, errorBodies } from '../helper.js'
 import { securityEvents, startHaproxy, startInstances, startRedis } from './cluster.js'
 import { findProgram, transpileService, until } from './processes.js'
 import { client, freshAddress, newUser, signUpUntilRefused, steadyTraffic, summary, type Account, type Outcome } from './traffic.js'
@@ -23,7 +23,8 @@ const skip = !process.env.TEST_DATABASE_URL
           ? 'redis-server is not installed (apt-get install -y redis-server): load-balancer test skipped'
           : false
 
-const TOO_MANY = { statusCode: 429, error: 'Too Many Requests', message: 'Demasiados intentos, inténtelo más tarde' }
+const { tooMany: TOO_MANY, badCredentials } = errorBodies
+const TOKEN_MISSING = { statusCode: 401, error: 'Unauthorized', message: 'Token ausente' }
 const BALANCER = '127.0.0.1'
 
 /** The first failures, each with who answered: the service sets X-Request-Id, HAProxy does not. */
@@ -49,6 +50,7 @@ t.test('behind HAProxy: three production instances, one PostgreSQL, one Redis', 
     const own = client(balancer.port, `127.0.2.${i + 1}`)
     t.teardown(() => own.close())
     const login = await own.send('login', 'POST', '/auth/login', { body: { email: user.email, password: user.password } })
+    if (login.status !== 200) throw new Error(`setup login: ${login.status} ${JSON.stringify(login.body)}\n${balancer.output()}`)
     return { ...user, id: signup.body.id, token: login.body.token, client: own }
   }))
 
@@ -60,15 +62,29 @@ t.test('behind HAProxy: three production instances, one PostgreSQL, one Redis', 
     return { rows: rows.map((r) => ({ id: r.id, email: r.email })).sort(byEmail), acknowledged: [...acknowledged].sort(byEmail) }
   }
 
+  /** The ids the database gave the accounts of these e-mails. */
+  const storedIds = async (emails: string[]) =>
+    new Map((emails.length === 0 ? [] : await sql<Array<{ id: number, email: string }>>`select id, email from users where email in ${sql(emails)}`).map((row) => [row.email, row.id]))
+
+  /** Sign-ups of one client: each 201 the account it sent with its stored id, then the contract's 429 with Retry-After. */
+  async function assertSignedUpThenRefused (t: Test, answers: Awaited<ReturnType<typeof signUpUntilRefused>>, message: string) {
+    const accepted = answers.slice(0, -1)
+    const ids = await storedIds(accepted.map((a) => a.user.email))
+    t.strictSame(accepted.map((a) => [a.status, a.body]), accepted.map((a) => [201, { id: ids.get(a.user.email), username: a.user.username, email: a.user.email }]), `${message}: each 201 the stored account`)
+    const refused = answers.at(-1)
+    t.strictSame([refused?.status, refused?.body], [429, TOO_MANY], `${message}: then 429`)
+    t.match(refused?.headers['retry-after'], /^[1-9][0-9]*$/, `${message}: with Retry-After`)
+  }
+
   await t.test('one request id in the balancer\'s log line and the service\'s: HAProxy\'s own when the client sent none, the client\'s otherwise', async (t) => {
     const from = client(balancer.port, freshAddress(), false)
     const unnamed = await from.send('me', 'GET', '/users/me')
-    t.equal(unnamed.status, 401)
-    t.strictSame(unnamed.body, { statusCode: 401, error: 'Unauthorized', message: 'Token ausente' })
+    t.strictSame([unnamed.status, unnamed.body], [401, TOKEN_MISSING], 'no request id sent: the contract\'s 401')
     const id = String(unnamed.headers['x-request-id'])
     // A UUID either way: HAProxy's line below shows it captured the header, so HAProxy made it.
     t.match(id, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/i, 'an id HAProxy made (its uuid())')
     const named = await from.send('me', 'GET', '/users/me', { headers: { 'x-request-id': 'client-chosen-7' } })
+    t.strictSame([named.status, named.body], [401, TOKEN_MISSING], 'the client\'s request id: the contract\'s 401')
     t.equal(named.headers['x-request-id'], 'client-chosen-7', 'the client\'s own id is kept')
     for (const reqId of [id, 'client-chosen-7']) {
       await until(`HAProxy logs ${reqId}`, () => balancer.output().includes(`{${reqId}}`), 5000)
@@ -81,8 +97,7 @@ t.test('behind HAProxy: three production instances, one PostgreSQL, one Redis', 
     const a = client(balancer.port, '127.0.0.2')
     const answers = await signUpUntilRefused(a, 21)
     t.strictSame(answers.map((o) => o.status), [...Array(20).fill(201), 429], 'client A: 20 sign-ups, then 429')
-    t.strictSame(answers[20].body, TOO_MANY)
-    t.match(answers[20].headers['retry-after'], /^[1-9][0-9]*$/)
+    await assertSignedUpThenRefused(t, answers, 'client A')
     await until('A\'s sign-ups logged', () => securityEvents(instances, 'user_created').filter((e) => e.clientAddress === '127.0.0.2').length === 20, 5000)
     const perInstance = instances.map((i) => securityEvents(instances, 'user_created').filter((e) => e.clientAddress === '127.0.0.2' && e.instance === i.name).length)
     t.ok(perInstance.every((n) => n > 0), `A's sign-ups went to every instance (${perInstance.join(', ')}), one counter`)
@@ -90,15 +105,14 @@ t.test('behind HAProxy: three production instances, one PostgreSQL, one Redis', 
     const b = client(balancer.port, '127.0.0.3')
     const user = newUser()
     const other = await b.send('signup', 'POST', '/auth/signup', { body: user })
-    t.equal(other.status, 201, 'client B, another address, still signs up')
-    t.strictSame(other.body, { id: other.body.id, username: user.username, email: user.email })
+    t.strictSame([other.status, other.body], [201, { id: (await storedIds([user.email])).get(user.email), username: user.username, email: user.email }], 'client B, another address, still signs up')
 
     // HAProxy appends the real peer to whatever the client wrote; the service takes the right-most untrusted entry.
     const forged = ['203.0.113.7', BALANCER, 'foo', '198.51.100.1, 127.0.0.1', '10.0.0.1']
     const c = client(balancer.port, '127.0.0.4')
     const spoofed = await signUpUntilRefused(c, 21, (i) => ({ 'x-forwarded-for': forged[i % forged.length] }))
     t.strictSame(spoofed.map((o) => o.status), [...Array(20).fill(201), 429], 'client C, forging X-Forwarded-For on every request: 20, then 429')
-    t.strictSame(spoofed[20].body, TOO_MANY)
+    await assertSignedUpThenRefused(t, spoofed, 'client C')
     await until('C\'s sign-ups logged', () => securityEvents(instances, 'user_created').filter((e) => e.clientAddress === '127.0.0.4').length === 20, 5000)
     const forgedAddresses = new Set(forged.flatMap((f) => f.split(', ')))
     const underForged = securityEvents(instances, 'user_created').filter((e) => forgedAddresses.has(e.clientAddress))
@@ -143,12 +157,14 @@ t.test('behind HAProxy: three production instances, one PostgreSQL, one Redis', 
     await t.test('while Redis is down, failed logins are still limited, on each instance\'s counters', async (t) => {
       // 10 failures per (address, e-mail) on each of the three instances: refused by the 31st at the latest.
       const d = client(balancer.port, '127.0.0.5')
-      const statuses: Array<number | undefined> = []
-      for (let i = 0; i < 31 && statuses.at(-1) !== 429; i++) {
-        statuses.push((await d.send('login', 'POST', '/auth/login', { body: { email: 'nobody@example.com', password: 'Wrong1234' } })).status)
+      const answers: Outcome[] = []
+      for (let i = 0; i < 31 && answers.at(-1)?.status !== 429; i++) {
+        answers.push(await d.send('login', 'POST', '/auth/login', { body: { email: 'nobody@example.com', password: 'Wrong1234' } }))
       }
-      t.equal(statuses.at(-1), 429, `refused after ${statuses.length - 1} failures`)
-      t.ok(statuses.slice(0, -1).every((s) => s === 401), 'every earlier attempt a 401')
+      const locked = answers.at(-1)
+      t.strictSame([locked?.status, locked?.body], [429, TOO_MANY], `refused after ${answers.length - 1} failures`)
+      t.match(locked?.headers['retry-after'], /^[1-9][0-9]*$/, 'with Retry-After')
+      t.strictSame(answers.slice(0, -1).map((a) => [a.status, a.body]), answers.slice(0, -1).map(() => [401, badCredentials]), 'every earlier attempt the contract\'s 401')
       d.close()
     })
 
@@ -158,6 +174,7 @@ t.test('behind HAProxy: three production instances, one PostgreSQL, one Redis', 
       const accepted = answers.filter((o) => o.status === 201).length
       t.equal(answers.at(-1)?.status, 429, `a 429 after ${accepted} sign-ups`)
       t.ok(accepted <= 60, `${accepted} sign-ups accepted: at most 20 on each instance`)
+      await assertSignedUpThenRefused(t, answers, 'Redis down')
     })
 
     const duringOutage = traffic.outcomes.filter((o) => o.startedAt >= stoppedAt)
@@ -168,6 +185,7 @@ t.test('behind HAProxy: three production instances, one PostgreSQL, one Redis', 
     await t.test('once Redis is back, the instances count together again', async (t) => {
       const answers = await signUpUntilRefused(client(balancer.port, '127.0.0.7', false), 21)
       t.strictSame(answers.map((o) => o.status), [...Array(20).fill(201), 429], '20 sign-ups through three instances, then 429')
+      await assertSignedUpThenRefused(t, answers, 'Redis back')
     })
 
     await sleep(500)

@@ -71,12 +71,13 @@ export function newUser () {
   return { username: tag, email: `${tag}@example.com`, password: 'Secreto123' }
 }
 
-/** Sign-ups from one client until a 429 or `max` attempts; the statuses in order. */
+/** Sign-ups from one client until an answer other than 201 or `max` attempts; the answers in order, each with the account it sent. */
 export async function signUpUntilRefused (from: Client, max: number, headers: (i: number) => Record<string, string> = () => ({})) {
-  const answers: Outcome[] = []
+  const answers: Array<Outcome & { readonly user: ReturnType<typeof newUser> }> = []
   for (let i = 0; i < max; i++) {
-    const answer = await from.send('signup', 'POST', '/auth/signup', { body: newUser(), headers: headers(i) })
-    answers.push(answer)
+    const user = newUser()
+    const answer = await from.send('signup', 'POST', '/auth/signup', { body: user, headers: headers(i) })
+    answers.push({ ...answer, user })
     if (answer.status !== 201) break
   }
   return answers

@@ -3,9 +3,9 @@ import t, { type Test } from 'tap'
 import type { App } from '../../src/app.js'
 import { users } from '../../src/db/schema.js'
 import { LOGIN_WINDOW_MS } from '../../src/limits/policy.js'
-import { build, captureLog, errorBodies, loginFrom, redisPrefix, redisSkipReason, seedAccounts, TEST_REDIS_URL as REDIS_URL, testDatabases } from '../helper.js'
+import { assertBadCredentials, assertLoggedIn, assertTooMany, build, captureLog, errorBodies, loginFrom, redisPrefix, redisSkipReason, seedAccounts, TEST_REDIS_URL as REDIS_URL, testDatabases } from '../helper.js'
 
-const { tooMany, badCredentials } = errorBodies
+const { badCredentials } = errorBodies
 
 const LIMITS_ON = { RATE_LIMITS: 'on' }
 const { user } = seedAccounts
@@ -16,23 +16,12 @@ const login = (app: App, email: string, password: string, remoteAddress = '203.0
 async function fail (t: Test, app: App, count: number, email: string, remoteAddress?: string | ((i: number) => string)) {
   for (let i = 0; i < count; i++) {
     const address = typeof remoteAddress === 'function' ? remoteAddress(i) : remoteAddress
-    const response = await login(app, email, 'Wrong12345', address)
-    if (response.statusCode !== 401) t.fail(`attempt ${i + 1} for ${email} from ${address}: ${response.statusCode} ${response.body}`)
+    assertBadCredentials(t, await login(app, email, 'Wrong12345', address), `attempt ${i + 1} for ${email} from ${address}`)
   }
 }
 
-/** A 200 whose body is exactly `{ id, token, username, email }` of `account`. */
-function assertLoggedIn (t: Test, response: Awaited<ReturnType<App['inject']>>, account: { id: number, username: string, email: string }, message: string) {
-  t.equal(response.statusCode, 200, message)
-  t.strictSame({ ...response.json(), token: 'x' }, { id: account.id, token: 'x', username: account.username, email: account.email })
-}
-
-function assertLocked (t: Test, response: Awaited<ReturnType<App['inject']>>, message: string) {
-  t.equal(response.statusCode, 429, message)
-  t.strictSame(response.json(), tooMany)
-  const retryAfter = Number(response.headers['retry-after'])
-  t.ok(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= LOGIN_WINDOW_MS / 1000, `Retry-After ${response.headers['retry-after']} is within the window`)
-}
+/** 429 with the contract's body and a Retry-After within the window. */
+const assertLocked = (t: Test, response: Awaited<ReturnType<App['inject']>>, message: string) => assertTooMany(t, response, message, LOGIN_WINDOW_MS / 1000)
 
 const redisSkip = await redisSkipReason('shared counters not tested')
 

@@ -1,8 +1,10 @@
+import { eq } from 'drizzle-orm'
 import t, { type Test } from 'tap'
 import type { App } from '../../src/app.js'
-import { assertBadCredentials, build, errorBodies, loginFrom, testDatabases, uniqueUser } from '../helper.js'
+import { users } from '../../src/db/schema.js'
+import { assertBadCredentials, assertLoggedIn, assertSignedUp, assertTooMany, build, errorBodies, loginFrom, testDatabases, uniqueUser } from '../helper.js'
 
-const { tooMany, unavailable, badCredentials } = errorBodies
+const { unavailable } = errorBodies
 
 type Answer = Awaited<ReturnType<App['inject']>>
 interface Account { id: number, username: string, email: string, password: string }
@@ -12,9 +14,9 @@ const login = (app: App, user: Account, password: string, remoteAddress: string)
 /** A fresh account for each case, so no case inherits another's failures. */
 async function account (t: Test, app: App): Promise<Account> {
   const created = uniqueUser('lo')
-  const response = await app.inject({ method: 'POST', url: '/auth/signup', payload: created, remoteAddress: '10.9.9.9' })
-  t.equal(response.statusCode, 201)
-  return { ...created, id: response.json().id }
+  await assertSignedUp(t, app, await app.inject({ method: 'POST', url: '/auth/signup', payload: created, remoteAddress: '10.9.9.9' }), created)
+  const [{ id }] = await app.database.db.select({ id: users.id }).from(users).where(eq(users.email, created.email))
+  return { ...created, id }
 }
 
 /** Every answer is a 200 with a token or the contract's 503; returns how many of each. */
@@ -26,8 +28,7 @@ function tally (t: Test, user: Account, answers: Answer[]) {
       t.strictSame(answer.json(), unavailable)
       t.equal(answer.headers['retry-after'], '1')
     } else if (answer.statusCode === 200) {
-      const body = answer.json()
-      t.strictSame(body, { id: user.id, token: body.token, username: user.username, email: user.email })
+      assertLoggedIn(t, answer, user)
     }
   }
   t.strictSame(Object.keys(counts).sort(), Object.keys(counts).filter((s) => s === '200' || s === '503').sort(), `only 200s and 503s: ${JSON.stringify(counts)}`)
@@ -37,14 +38,8 @@ function tally (t: Test, user: Account, answers: Answer[]) {
 
 /** Ten wrong passwords are allowed before the lock, and the eleventh attempt is refused. */
 async function assertTenFailuresLeft (t: Test, app: App, user: Account, address: string) {
-  for (let i = 0; i < 10; i++) {
-    const response = await login(app, user, 'Wrong12345', address)
-    t.equal(response.statusCode, 401, `failure ${i + 1} is checked`)
-    t.strictSame(response.json(), badCredentials)
-  }
-  const locked = await login(app, user, user.password, address)
-  t.equal(locked.statusCode, 429, 'the eleventh is refused')
-  t.strictSame(locked.json(), tooMany)
+  for (let i = 0; i < 10; i++) assertBadCredentials(t, await login(app, user, 'Wrong12345', address), `failure ${i + 1} is checked`)
+  assertTooMany(t, await login(app, user, user.password, address), 'the eleventh is refused')
 }
 
 for (const kind of testDatabases()) {
@@ -65,9 +60,7 @@ for (const kind of testDatabases()) {
       t.comment(JSON.stringify(tally(t, user, answers)))
       // The e-mail's 50 failures are all still to come: five addresses, ten each, none refused.
       for (let i = 0; i < 50; i++) assertBadCredentials(t, await login(app, user, 'Wrong12345', `192.0.2.${Math.floor(i / 10)}`))
-      const locked = await login(app, user, user.password, '192.0.2.200')
-      t.equal(locked.statusCode, 429, 'the 51st failure for the e-mail is refused')
-      t.strictSame(locked.json(), tooMany)
+      assertTooMany(t, await login(app, user, user.password, '192.0.2.200'), 'the 51st failure for the e-mail is refused')
     })
 
     t.test('logins answered 503 because the database is down are not failures', async (t) => {
@@ -88,6 +81,7 @@ for (const kind of testDatabases()) {
       for (let i = 0; i < 15; i++) {
         const response = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: user.email }, remoteAddress: '203.0.113.62' })
         t.equal(response.statusCode, 400)
+        t.strictSame(response.json(), { password: 'La password es obligatoria' })
       }
       await assertTenFailuresLeft(t, app, user, '203.0.113.62')
     })

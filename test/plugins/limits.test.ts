@@ -6,7 +6,7 @@ import clientAddress from '../../src/plugins/client-address.js'
 import errorHandler from '../../src/plugins/error-handler.js'
 import limitsRedis from '../../src/plugins/limits-redis.js'
 import signupLimit from '../../src/plugins/signup-limit.js'
-import { TEST_REDIS_URL, redisSkipReason, testConfig } from '../helper.js'
+import { assertTooMany, TEST_REDIS_URL, redisSkipReason, testConfig } from '../helper.js'
 
 const redisSkip = await redisSkipReason()
 
@@ -45,12 +45,10 @@ t.test('signup-limit: the routes that opt in are limited per address, with the c
   t.teardown(() => app.close())
   const answers = []
   for (let i = 0; i <= SIGNUP_LIMIT.max; i++) answers.push(await app.inject({ method: 'POST', url: '/signup' }))
-  t.strictSame(answers.slice(0, -1).map((a) => a.statusCode), Array(SIGNUP_LIMIT.max).fill(200))
-  const refused = answers.at(-1)!
-  t.strictSame([refused.statusCode, refused.json()], [429, { statusCode: 429, error: 'Too Many Requests', message: 'Demasiados intentos, inténtelo más tarde' }])
-  t.match(refused.headers['retry-after'], /^\d+$/)
+  t.strictSame(answers.slice(0, -1).map((a) => [a.statusCode, a.json()]), Array(SIGNUP_LIMIT.max).fill([200, { ok: true }]))
+  assertTooMany(t, answers.at(-1)!, 'the one past the limit', 60)
   const other = await app.inject({ method: 'POST', url: '/other' })
   t.strictSame([other.statusCode, other.json()], [200, { ok: true }], 'a route that does not opt in is not limited')
   const elsewhere = await app.inject({ method: 'POST', url: '/signup', remoteAddress: '192.0.2.9' })
-  t.equal(elsewhere.statusCode, 200, 'another address has its own counter')
+  t.strictSame([elsewhere.statusCode, elsewhere.json()], [200, { ok: true }], 'another address has its own counter')
 })

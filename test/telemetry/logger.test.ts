@@ -11,7 +11,7 @@ import { describeError, describeFailure } from '../../src/telemetry/error-descri
 import { ServiceUnavailableError } from '../../src/http/errors.js'
 import { buildCheckedApp } from '../openapi/conformance.js'
 import { openMigratedPglite } from '../../src/db/snapshot.js'
-import { build, captureLog, createTestDatabase, seedAccounts, testConfig, testDatabases } from '../helper.js'
+import { assertLoggedIn, build, captureLog, errorBodies, createTestDatabase, seedAccounts, testConfig, testDatabases } from '../helper.js'
 
 type Line = Record<string, any>
 
@@ -116,11 +116,9 @@ for (const kind of testDatabases()) {
     t.test('a login and a /users/me call leave one line each, and neither the password nor the token', async (t) => {
       const failed = await app.inject({ method: 'POST', url: '/auth/login', headers: { 'x-request-id': 'login-fail-1' }, payload: { email, password: 'Wrong9876x' } })
       t.equal(failed.statusCode, 401)
-      t.strictSame(failed.json(), { statusCode: 401, error: 'Unauthorized', message: 'Credenciales inválidas' })
+      t.strictSame(failed.json(), errorBodies.badCredentials)
       const response = await app.inject({ method: 'POST', url: '/auth/login', headers: { 'x-request-id': 'login-1' }, payload: { email, password } })
-      t.equal(response.statusCode, 200)
-      const { token } = response.json()
-      t.strictSame({ ...response.json(), token: 'x' }, { id: seedAccounts.user.id, token: 'x', username: seedAccounts.user.username, email })
+      const token = assertLoggedIn(t, response, seedAccounts.user)
       const me = await app.inject({ url: '/users/me', headers: { authorization: `Bearer ${token}`, 'x-request-id': 'me-1' }, payload: { email, password } })
       t.equal(me.statusCode, 200)
       t.strictSame(me.json(), { id: seedAccounts.user.id, username: seedAccounts.user.username, email, role: seedAccounts.user.role })
@@ -157,7 +155,7 @@ for (const kind of testDatabases()) {
       t.strictSame(linesOf('me-quiet').map((line) => line.msg), ['request completed'], 'its one line, the request line')
       t.equal(made, 0, 'no child for it')
       const failed = await app.inject({ method: 'POST', url: '/auth/login', headers: { 'x-request-id': 'login-loud' }, payload: { email, password: 'Wrong9876x' } })
-      t.strictSame([failed.statusCode, failed.json()], [401, { statusCode: 401, error: 'Unauthorized', message: 'Credenciales inválidas' }])
+      t.strictSame([failed.statusCode, failed.json()], [401, errorBodies.badCredentials])
       t.ok(linesOf('login-loud').some((line) => line.msg !== 'request completed'), 'a failed login logs a security event through its logger')
       t.equal(made, 1, 'and has its child')
     })

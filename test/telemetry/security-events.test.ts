@@ -5,12 +5,11 @@ import { loadConfig } from '../../src/config/index.js'
 import { users } from '../../src/db/schema.js'
 import { loggerOptions } from '../../src/telemetry/logger.js'
 import { emailDigest } from '../../src/telemetry/security-events.js'
-import { build, captureLog, loginFrom, seedAccounts, testConfig, testDatabases, uniqueUser } from '../helper.js'
+import { assertBadCredentials, assertLoggedIn, assertTooMany, build, captureLog, loginFrom, seedAccounts, testConfig, testDatabases, uniqueUser } from '../helper.js'
 
 const ISO_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
 const { user, admin } = seedAccounts
 const error = (statusCode: number, error: string, message: string) => ({ statusCode, error, message })
-const invalidCredentials = error(401, 'Unauthorized', 'Credenciales inválidas')
 
 /** The production logger's options (JSON, ISO time, redaction), writing to memory. */
 function captureProductionLog () {
@@ -38,15 +37,11 @@ for (const kind of testDatabases()) {
 
     t.test('a login\'s log holds its events, and neither the password nor the token', async (t) => {
       const ok = await login(user.email, user.password, '203.0.113.70')
-      t.equal(ok.statusCode, 200)
-      const token = ok.json().token as string
-      t.strictSame({ ...ok.json(), token: 'x' }, { id: user.id, token: 'x', username: user.username, email: user.email })
+      const token = assertLoggedIn(t, ok, user)
       const wrong = await login(user.email, 'Wrong12345', '203.0.113.71')
-      t.equal(wrong.statusCode, 401)
-      t.strictSame(wrong.json(), invalidCredentials)
+      assertBadCredentials(t, wrong)
       const unknown = await login('Nadie.Secreto@example.com', 'Otra12345', '203.0.113.72')
-      t.equal(unknown.statusCode, 401)
-      t.strictSame(unknown.json(), invalidCredentials)
+      assertBadCredentials(t, unknown)
 
       assertEvents(t, ok, [{ level: 30, event: 'authn_login_success', clientAddress: '203.0.113.70', userId: user.id }])
       // A known account is named by its id, an unknown e-mail by its HMAC only.
@@ -61,10 +56,9 @@ for (const kind of testDatabases()) {
     })
 
     t.test('the 11th failed login logs authn_login_lock', async (t) => {
-      for (let i = 0; i < 10; i++) await login(user.email, 'Wrong12345', '203.0.113.73')
+      for (let i = 0; i < 10; i++) assertBadCredentials(t, await login(user.email, 'Wrong12345', '203.0.113.73'), `failure ${i + 1}`)
       const locked = await login(user.email, user.password, '203.0.113.73')
-      t.equal(locked.statusCode, 429)
-      t.strictSame(locked.json(), error(429, 'Too Many Requests', 'Demasiados intentos, inténtelo más tarde'))
+      assertTooMany(t, locked, 'the 11th')
       assertEvents(t, locked, [{
         level: 40, event: 'authn_login_lock', clientAddress: '203.0.113.73', emailHmac: emailDigest(digestKey, user.email), reason: 'pair', retryAfter: Number(locked.headers['retry-after'])
       }])
@@ -89,7 +83,7 @@ for (const kind of testDatabases()) {
       t.strictSame(forged.json(), error(401, 'Unauthorized', 'Token inválido'))
       assertEvents(t, forged, [{ level: 40, event: 'authz_fail', clientAddress: '127.0.0.1', statusCode: 401, reason: 'token_invalid' }])
 
-      const adminToken = (await login(admin.email, admin.password, '203.0.113.75')).json().token
+      const adminToken = assertLoggedIn(t, await login(admin.email, admin.password, '203.0.113.75'), admin)
       const forbidden = await app.inject({ method: 'GET', url: '/users/me', headers: { authorization: `Bearer ${adminToken}` } })
       t.equal(forbidden.statusCode, 403)
       t.strictSame(forbidden.json(), error(403, 'Forbidden', 'Acceso denegado'))

@@ -3,7 +3,7 @@ import t from 'tap'
 import { users } from '../../src/db/schema.js'
 import { baseLoggerOptions } from '../../src/telemetry/logger.js'
 import { startTracing } from '../../src/telemetry/otel.js'
-import { build, captureLog, redisSkipReason, redisPrefix, seedAccounts, testConfig, testDatabases, TEST_REDIS_URL } from '../helper.js'
+import { assertLoggedIn, assertSignedUp, build, captureLog, redisSkipReason, redisPrefix, seedAccounts, testConfig, testDatabases, TEST_REDIS_URL } from '../helper.js'
 import { otlpReceiver, type ReceivedSpan } from '../support/otlp-receiver.js'
 
 // The SDK is process-wide (one tracer provider, one context manager), as in the service: this
@@ -17,6 +17,7 @@ const tracing = await startTracing({ config: testConfig(env).tracing!, onDropped
 t.teardown(() => tracing.shutdown())
 
 const CALLER_TRACE = '4bf92f3577b34da6a3ce929d0e0e4736'
+const TOKEN_INVALID = { statusCode: 401, error: 'Unauthorized', message: 'Token inválido' }
 const CALLER_SPAN = '00f067aa0ba902b7'
 
 const byTrace = (traceId: string) => (spans: ReceivedSpan[]) => spans.filter((span) => span.traceId === traceId)
@@ -35,9 +36,7 @@ for (const [index, kind] of testDatabases().entries()) {
       headers: { traceparent: `00-${CALLER_TRACE}-${CALLER_SPAN}-01` },
       payload: { email: seedAccounts.user.email, password: seedAccounts.user.password }
     })
-    t.equal(response.statusCode, 200)
-    const { user } = seedAccounts
-    t.strictSame(response.json(), { id: user.id, username: user.username, email: user.email, token: response.json().token })
+    assertLoggedIn(t, response, seedAccounts.user)
 
     const received = await receiver.until((all) => byTrace(CALLER_TRACE)(all).some((span) => span.kind === 2))
     const spans = byTrace(CALLER_TRACE)(received)
@@ -74,7 +73,7 @@ t.test('without a traceparent: a trace of its own, the server span a root', asyn
   const app = await build(t, 'pglite', { tracing })
   const earlierTraces = new Set(receiver.spans.map((span) => span.traceId))
   const response = await app.inject({ method: 'GET', url: '/users/me', headers: { authorization: 'Bearer nope' } })
-  t.equal(response.statusCode, 401)
+  t.strictSame([response.statusCode, response.json()], [401, TOKEN_INVALID])
   const requestId = response.headers['x-request-id']
   const [server] = (await receiver.until((all) => all.some((span) => span.attributes['request.id'] === requestId))).filter((span) => span.attributes['request.id'] === requestId)
   t.equal(server.parentSpanId, undefined)
@@ -91,7 +90,7 @@ t.test('a caller\'s tracestate is not carried: the spans keep the parent id and 
   const app = await build(t, 'pglite', { tracing })
   const traceId = '6bf92f3577b34da6a3ce929d0e0e4736'
   const response = await app.inject({ method: 'GET', url: '/users/me', headers: { traceparent: `00-${traceId}-${CALLER_SPAN}-01`, tracestate: 'ums=carol@example.com,vendor=tok42', authorization: 'Bearer nope' } })
-  t.strictSame([response.statusCode, response.json()], [401, { statusCode: 401, error: 'Unauthorized', message: 'Token inválido' }])
+  t.strictSame([response.statusCode, response.json()], [401, TOKEN_INVALID])
   const [server] = (await receiver.until((all) => all.some((span) => span.traceId === traceId))).filter((span) => span.traceId === traceId)
   t.strictSame([server.name, server.parentSpanId], ['GET /users/me', CALLER_SPAN], 'the caller\'s span is still the parent')
   t.notOk(server.raw.includes('carol@example.com') || server.raw.includes('tok42'), 'no trace state of the caller\'s in the export')
@@ -101,9 +100,10 @@ t.test('a caller\'s traceparent that says "not sampled": the default sampler rec
   const app = await build(t, 'pglite', { tracing })
   const traceId = '5bf92f3577b34da6a3ce929d0e0e4736'
   const unsampled = await app.inject({ method: 'GET', url: '/users/me', headers: { traceparent: `00-${traceId}-${CALLER_SPAN}-00`, authorization: 'Bearer nope' } })
-  t.equal(unsampled.statusCode, 401)
+  t.strictSame([unsampled.statusCode, unsampled.json()], [401, TOKEN_INVALID])
   // A sampled request after it: once its span is in, the one before would have been too.
   const sampled = await app.inject({ method: 'GET', url: '/users/me', headers: { authorization: 'Bearer nope' } })
+  t.strictSame([sampled.statusCode, sampled.json()], [401, TOKEN_INVALID])
   await receiver.until((all) => all.some((span) => span.attributes['request.id'] === sampled.headers['x-request-id']))
   t.strictSame(receiver.spans.filter((span) => span.traceId === traceId).map((span) => span.name), [])
 })
@@ -116,17 +116,20 @@ t.test('no password, hash, e-mail, token or query parameter in any span or attri
     query: 'querysecret42'
   }
   const traceparent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01'
-  const signup = await app.inject({ method: 'POST', url: '/auth/signup', headers: { traceparent }, payload: { username: 'tracedone', email: secrets.email, password: secrets.password } })
-  t.equal(signup.statusCode, 201)
+  const account = { username: 'tracedone', email: secrets.email }
+  await assertSignedUp(t, app, await app.inject({ method: 'POST', url: '/auth/signup', headers: { traceparent }, payload: { ...account, password: secrets.password } }), account)
+  const [{ id }] = await app.database.db.select({ id: users.id }).from(users).where(eq(users.email, secrets.email))
   const login = await app.inject({ method: 'POST', url: `/auth/login?token=${secrets.query}`, headers: { traceparent }, payload: { email: secrets.email, password: secrets.password } })
-  t.equal(login.statusCode, 200)
-  const token = login.json().token as string
+  const token = assertLoggedIn(t, login, { id, ...account })
   const stored = (await app.inject({ method: 'GET', url: `/users/me?email=${encodeURIComponent(secrets.email)}`, headers: { traceparent, authorization: `Bearer ${token}` }, payload: { email: secrets.email } }))
-  t.equal(stored.statusCode, 200)
+  t.strictSame([stored.statusCode, stored.json()], [200, { id, ...account, role: 'ROLE_USER' }])
   // Failures too: a duplicate (23505 in the driver), a body that is not JSON, an unknown path with an e-mail in it.
-  t.equal((await app.inject({ method: 'POST', url: '/auth/signup', headers: { traceparent }, payload: { username: 'tracedtwo', email: secrets.email, password: secrets.password } })).statusCode, 409)
-  t.equal((await app.inject({ method: 'POST', url: '/auth/login', headers: { traceparent, 'content-type': 'application/json' }, payload: `{"email":"${secrets.email}","password":` })).statusCode, 400)
-  t.equal((await app.inject({ method: 'GET', url: `/users/${secrets.email}`, headers: { traceparent, authorization: `Bearer ${token}` } })).statusCode, 404)
+  const duplicate = await app.inject({ method: 'POST', url: '/auth/signup', headers: { traceparent }, payload: { username: 'tracedtwo', email: secrets.email, password: secrets.password } })
+  t.strictSame([duplicate.statusCode, duplicate.json()], [409, { email: 'El email ya está registrado' }])
+  const malformed = await app.inject({ method: 'POST', url: '/auth/login', headers: { traceparent, 'content-type': 'application/json' }, payload: `{"email":"${secrets.email}","password":` })
+  t.strictSame([malformed.statusCode, malformed.json()], [400, { statusCode: 400, error: 'Bad Request', message: 'El cuerpo de la petición no es un JSON válido' }])
+  const unknown = await app.inject({ method: 'GET', url: `/users/${secrets.email}`, headers: { traceparent, authorization: `Bearer ${token}` } })
+  t.strictSame([unknown.statusCode, unknown.json()], [404, { statusCode: 404, error: 'Not Found', message: 'Recurso no encontrado' }])
 
   const spans = await receiver.until((all) => all.filter((span) => span.traceId === '0af7651916cd43dd8448eb211c80319c' && span.kind === 2).length === 6)
   const exported = [...new Set(spans.filter((span) => span.traceId === '0af7651916cd43dd8448eb211c80319c').map((span) => span.raw))].join('\n')
@@ -151,10 +154,10 @@ t.test('the limits\' calls to Redis have spans of their own, named, without thei
   const app = await build(t, 'pglite', { tracing, limitsKeyPrefix, env: { RATE_LIMITS: 'on', REDIS_URL: TEST_REDIS_URL } })
   const traceId = 'e3b0c44298fc1c149afbf4c8996fb924'
   const headers = { traceparent: `00-${traceId}-${CALLER_SPAN}-01` }
-  const signup = await app.inject({ method: 'POST', url: '/auth/signup', headers, payload: { username: 'redistraced', email: 'redis.traced@example.com', password: 'Secreto123' } })
-  t.equal(signup.statusCode, 201)
-  const login = await app.inject({ method: 'POST', url: '/auth/login', headers, payload: { email: 'redis.traced@example.com', password: 'Secreto123' } })
-  t.equal(login.statusCode, 200)
+  const account = { username: 'redistraced', email: 'redis.traced@example.com' }
+  await assertSignedUp(t, app, await app.inject({ method: 'POST', url: '/auth/signup', headers, payload: { ...account, password: 'Secreto123' } }), account)
+  const [{ id }] = await app.database.db.select({ id: users.id }).from(users).where(eq(users.email, account.email))
+  assertLoggedIn(t, await app.inject({ method: 'POST', url: '/auth/login', headers, payload: { email: account.email, password: 'Secreto123' } }), { id, ...account })
   const names = ['redis signup_count', 'redis login_take', 'redis login_finish']
   const spans = byTrace(traceId)(await receiver.until((all) => names.every((name) => byTrace(traceId)(all).some((span) => span.name === name))))
   for (const name of names) {
