@@ -50,6 +50,19 @@ declare module 'fastify' {
 const MAX_AUTHORIZATION_BYTES = 4096
 const FUTURE_LEEWAY_S = 30
 const BEARER = /^bearer ([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*)$/i
+const BASE64URL = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'
+
+/**
+ * Whether the token ends as base64url writes it: the last character's padding bits clear. The
+ * decoder ignores them, so otherwise other strings would pass for the same signature (one
+ * token, several spellings; CONTRACT §6 accepts only the compact form).
+ */
+function canonicalEnd (token: string): boolean {
+  const tail = token.length - token.lastIndexOf('.') - 1
+  if (tail % 4 === 0) return true
+  const padding = tail % 4 === 2 ? 0b1111 : 0b11
+  return (BASE64URL.indexOf(token[token.length - 1]) & padding) === 0
+}
 
 /** The claims fast-jwt does not type-check, and the 30 s allowed for clock skew on iat and nbf. */
 function validClaims (claims: TokenClaims): boolean {
@@ -97,7 +110,7 @@ export default fp<{ jwt: Config['jwt'] }>(async function authPlugin (app, { jwt:
     if (!/^bearer\s+\S/i.test(header)) throw new TokenMissingError()
     // Exactly one space and the three compact segments, as Spring's resolver demands.
     const token = BEARER.exec(header)?.[1]
-    if (token === undefined) throw new TokenInvalidError()
+    if (token === undefined || !canonicalEnd(token)) throw new TokenInvalidError()
     let claims: TokenClaims
     try {
       claims = verifyToken(token) as unknown as TokenClaims

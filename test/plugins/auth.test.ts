@@ -89,6 +89,18 @@ for (const kind of testDatabases()) {
       await rejects(t, bearer(forge({ claims: claimsOf(user), secret: OTHER_SECRET })), 'Token inválido', INVALID)
     })
 
+    // An HS256 signature is 32 bytes in 43 characters: the last one's two low bits are padding. Set,
+    // the same bytes decode, so another string would pass for the same token (CONTRACT §6: only
+    // the compact form, which base64url writes with those bits clear).
+    t.test('a signature whose padding bits are set is another string for the same bytes → 401', async (t) => {
+      const token = forge({ claims: claimsOf(user) })
+      const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'
+      const variant = token.slice(0, -1) + alphabet[alphabet.indexOf(token.at(-1)!) | 1]
+      t.strictSame(Buffer.from(variant.split('.')[2], 'base64url'), Buffer.from(token.split('.')[2], 'base64url'), 'the same signature bytes')
+      await accepts(t, bearer(token))
+      await rejects(t, bearer(variant), 'Token inválido', INVALID)
+    })
+
     for (const claim of ['sub', 'role', 'uid', 'iss', 'aud', 'jti', 'iat', 'exp']) {
       t.test(`a token without ${claim} → 401`, async (t) => {
         await rejects(t, bearer(forge({ claims: claimsOf(user, { [claim]: undefined }) })), 'Token inválido', INVALID)
