@@ -92,7 +92,6 @@ export function createAnswerWatch ({ answerDeadlineMs, now = Date.now }: AnswerW
   return {
     watch,
     sweep,
-    closeIdleSince,
     /** The socket that received data last: from a query's settlement, the one that answered it. */
     lastAnswered: (): Socket | undefined => lastAnswered,
     /** The socket that received data last; forgotten by the watch from now on. */

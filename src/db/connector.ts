@@ -141,8 +141,6 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
     cancel: cancels.cancel,
     /** The socket whose server answered last: called from a query's settlement, that query's. */
     lastAnswered: answers.lastAnswered,
-    /** Closes the connections idle since `before`: postgres.js sees them close and opens them anew. */
-    closeIdleSince: answers.closeIdleSince,
     destroyAll: answers.destroyAll,
     stop: answers.stop
   }

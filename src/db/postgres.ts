@@ -67,19 +67,13 @@ export async function connectPostgres (options: PostgresOptions): Promise<Databa
   // one still not on a connection is taken out of the queue and fails with
   // UMS_DB_ACQUIRE_TIMEOUT (503). Once sent, statement_timeout bounds it on the server.
   const acquireSweep = setInterval(() => {
-    const askedBefore = Date.now() - acquireTimeoutMs
-    let failed = 0
-    inFlight.sweep(askedBefore, (query) => {
+    inFlight.sweep(Date.now() - acquireTimeoutMs, (query) => {
       if (onConnection(query)) return 'keep'
       acquireTimeouts++
-      failed++
+      // A connection opening for this query still joins the pool once open (patched postgres.js).
       failWaiting(query, new AcquireTimeoutError(acquireTimeoutMs, connector.recentFailure(acquireTimeoutMs)))
       return 'drop'
     })
-    // A query waited out its acquire timeout while a connection sat idle all along: the pool is
-    // not using that connection (a failed first query, src/db/postgres-internals.ts). Closed, it
-    // goes back to the pool, which opens it anew for the next query.
-    if (failed > 0) connector.closeIdleSince(askedBefore)
     // A statement unanswered past statement_timeout waits where that bound does not reach (a
     // commit waiting for a synchronous standby that is gone). Cancelled before the answer
     // deadline destroys its socket, its backend stops waiting too, rather than for good: a

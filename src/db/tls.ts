@@ -7,6 +7,11 @@ import { NotPostgresError, StartupRefusedError, refusalIn } from './startup-answ
 // PostgreSQL's SSLRequest: length 8, code 80877103. The server answers one byte, S or N.
 const SSL_REQUEST = Buffer.from([0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f])
 
+/** The server hung up before it answered the SSLRequest. */
+class ClosedEarlyError extends Error {
+  readonly code = 'UMS_DB_CLOSED_EARLY'
+}
+
 /** The server answered the SSLRequest with "no" where `sslmode` requires TLS. */
 class TlsRefusedError extends Error {
   readonly code = 'UMS_DB_TLS_REFUSED'
@@ -52,8 +57,13 @@ export function tlsSettings (target: DatabaseTarget): TlsSettings | null {
 export function negotiateTls (raw: Socket, { host, port }: DatabaseHost, sslMode: SslMode, tls: TlsSettings | null): Promise<Socket> {
   if (!tls) return Promise.resolve(raw)
   return new Promise((resolve, reject) => {
+    // A server (or a balancer whose backend is down) that hangs up unanswered is a failure now,
+    // as in plain text, not a wait for the connect timeout.
+    const closed = () => reject(new ClosedEarlyError(`${describeHost({ host, port })} closed the connection before it was ready`))
+    raw.once('close', closed)
     raw.write(SSL_REQUEST)
     raw.once('data', (answer) => {
+      raw.removeListener('close', closed)
       if (answer[0] === 0x53) {
         const secure = connect({ ...tls.options, socket: raw, host, servername: isIP(host) ? undefined : host })
         secure.once('error', reject)

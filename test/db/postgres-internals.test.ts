@@ -121,6 +121,30 @@ t.test('with several hosts, a connection\'s first query fails when its server go
   t.strictSame(next, [{ n: 42 }], 'the next query gets its own answer, not the lost one\'s error or rows')
 })
 
+// The acquire sweep fails a query that waited past its second, and the query a closed connection
+// reopens for is the oldest waiting one: over TLS or a slow link, one the sweep fails before its
+// connection is ready. postgres.js then left that connection out of the pool for good, so under
+// steady load the pool never served again after a fail-over (an outside audit's finding).
+t.test('a connection whose first query failed while it was connecting joins the pool once ready and answers the next', { skip }, async (t) => {
+  const target = parseDatabaseUrl(process.env.TEST_DATABASE_URL!)
+  const connector = createConnector(target, { connectTimeoutMs: 1000, answerDeadlineMs: 6000 })
+  // A link slow to open: each connection starts 300 ms late.
+  const slowOpen = async () => {
+    await new Promise((resolve) => setTimeout(resolve, 300))
+    return await connector.open()
+  }
+  const sql = postgres({ ...clientOptions(target, connector), max: 1, ...{ max_pipeline: 0, socket: slowOpen } as object })
+  t.teardown(async () => { connector.stop(); await sql.end({ timeout: 1 }) })
+  const first = sql.unsafe('select 1 as one') as unknown as PendingQuery
+  const failed = first.then(() => 'answered', (error: Error) => error.message)
+  await new Promise((resolve) => setTimeout(resolve, 50))
+  t.equal(onConnection(first), false, 'still connecting')
+  failWaiting(first, new Error('acquire timeout'))
+  t.equal(await failed, 'acquire timeout')
+  const next = await Promise.race([sql.unsafe('select 2 as two').then((rows) => [...rows], (error) => `${error.code} ${error.message}`), new Promise((resolve) => setTimeout(() => resolve('no answer within 3 s'), 3000))])
+  t.strictSame(next, [{ two: 2 }], 'the connection serves the next query')
+})
+
 t.test('the service refuses to run on an unpatched postgres.js, saying how to patch it', async (t) => {
   t.doesNotThrow(() => assertDriverPatched(), 'installed by npm ci, patched')
   const unpatched = '  function error(err) {\n    if (connection.queue === queues.connecting && options.host[retries + 1])'
