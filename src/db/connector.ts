@@ -70,6 +70,9 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
       onReady: () => {
         startup = 'ready'
         starts.ready()
+        // The next data answers a query: postgres.js took the connection (a standby where a
+        // primary is wanted is closed unasked), so new connections go to this host first.
+        socket.once('data', () => hosts.served(hostIndex))
       },
       onRefused: (refusal) => {
         startup = 'refused'

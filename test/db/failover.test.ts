@@ -108,3 +108,26 @@ t.test('a standby listed first changes nothing: migrations, sign-ups and reads g
   }
   t.strictSame(await standby.query('select pg_is_in_recovery() as standby'), [{ standby: true }], 'the standby stayed a standby')
 })
+
+// A stale primary started again beside the promoted one: both take writes. libpq would keep to
+// the first writable host of the URL; turning between them put a sign-up's row on one server and
+// its login's read on the other (201, then 401), and left rows on the server to be rebuilt.
+t.test('two writable servers: an instance writes every row to one of them, the first of the URL', { skip }, async (t) => {
+  const first = await createPrimary(t)
+  const second = await createPrimary(t)
+  // Both at the schema's head, as a stale primary would be.
+  for (const server of [first, second]) {
+    const alone = await productionApp(t, `postgres://postgres@127.0.0.1:${server.port}/postgres`)
+    await alone.management.close()
+    await alone.app.close()
+  }
+  const { app } = await productionApp(t, `postgres://postgres@127.0.0.1:${first.port},127.0.0.1:${second.port}/postgres?target_session_attrs=read-write`)
+  const loops = signupLoops(app, 'sb')
+  await sleep(3000)
+  const attempts = await loops.stop()
+  const acknowledged = attempts.filter((a) => a.status === 201).length
+  t.strictSame(loops.strays(), [], 'every answer is 201 or the contract\'s 503')
+  t.ok(acknowledged >= 4, `${acknowledged} sign-ups`)
+  const count = async (server: typeof first) => (await server.query('select count(*)::int as n from users'))[0].n
+  t.strictSame([await count(first), await count(second)], [acknowledged, 0], 'every row on the first server')
+})
