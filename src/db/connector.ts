@@ -9,6 +9,7 @@ import { closeAtOnce, failStarting, failingSocket, nameForErrors } from './postg
 import { createAnswerWatch } from './answer-watch.js'
 import { createCancels } from './cancels.js'
 import { NotPostgresError, StartupRefusedError, readStartupAnswer } from './startup-answer.js'
+import { NotReadyError } from './pg-errors.js'
 
 /**
  * A connection closed this soon after it opened was refused by its server or by postgres.js
@@ -90,7 +91,7 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
         // The server hung up unasked, or stayed silent until postgres.js's connect timeout closed
         // it (a hung server takes the TCP connection): the next connections try the others first,
         // as libpq's per-host connect_timeout goes on to the next host.
-        starts.failure(new Error(serverEnded ? `${server} closed the connection before it was ready` : `no answer from ${server} to the startup message`))
+        starts.failure(new NotReadyError(server, serverEnded))
         hosts.avoid(hostIndex)
       } else if (now() - opened < SHORT_LIVED_MS && !notRefusals.has(socket)) hosts.avoid(hostIndex)
     })

@@ -91,6 +91,20 @@ export function refusedStartupParameter (error: unknown): boolean {
   return fields?.code === '08P01' && /unsupported startup parameter/i.test(String(fields.message))
 }
 
+/**
+ * A server that took the TCP connection and then hung up, or stayed silent, before the
+ * connection was ready; its code keeps the message (the host) in the log where it is the cause
+ * of a database error (src/telemetry/error-description.ts).
+ */
+export class NotReadyError extends Error {
+  readonly code: 'UMS_DB_CLOSED_EARLY' | 'UMS_DB_NO_STARTUP_ANSWER'
+  constructor (server: string, hungUp: boolean) {
+    super(hungUp ? `${server} closed the connection before it was ready` : `no answer from ${server} to the startup message`)
+    this.name = 'NotReadyError'
+    this.code = hungUp ? 'UMS_DB_CLOSED_EARLY' : 'UMS_DB_NO_STARTUP_ANSWER'
+  }
+}
+
 /** No pooled connection became free, or could be opened, within the acquire timeout. */
 export class AcquireTimeoutError extends Error {
   readonly code = 'UMS_DB_ACQUIRE_TIMEOUT'

@@ -3,14 +3,10 @@ import { isIP, type Socket } from 'node:net'
 import { connect, type ConnectionOptions } from 'node:tls'
 import { DatabaseUrlError, describeHost, type DatabaseHost, type DatabaseTarget, type SslMode } from '../config/database-url.js'
 import { NotPostgresError, StartupRefusedError, refusalIn } from './startup-answer.js'
+import { NotReadyError } from './pg-errors.js'
 
 // PostgreSQL's SSLRequest: length 8, code 80877103. The server answers one byte, S or N.
 const SSL_REQUEST = Buffer.from([0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f])
-
-/** The server hung up before it answered the SSLRequest. */
-class ClosedEarlyError extends Error {
-  readonly code = 'UMS_DB_CLOSED_EARLY'
-}
 
 /** The server answered the SSLRequest with "no" where `sslmode` requires TLS. */
 class TlsRefusedError extends Error {
@@ -59,7 +55,7 @@ export function negotiateTls (raw: Socket, { host, port }: DatabaseHost, sslMode
   return new Promise((resolve, reject) => {
     // A server (or a balancer whose backend is down) that hangs up unanswered is a failure now,
     // as in plain text, not a wait for the connect timeout.
-    const closed = () => reject(new ClosedEarlyError(`${describeHost({ host, port })} closed the connection before it was ready`))
+    const closed = () => reject(new NotReadyError(describeHost({ host, port }), true))
     raw.once('close', closed)
     raw.write(SSL_REQUEST)
     raw.once('data', (answer) => {

@@ -65,7 +65,7 @@ const peers: Array<[string, (socket: Socket) => void, string, (port: number) => 
     // SSLRequest's answer, the connection never reached postgres.js, and the start stops at once.
     (port) => new RegExp(sslmode === 'sslmode=disable'
       ? `^Startup failed: StartTimeoutError UMS_DB_NO_HOST: no host of 127\\.0\\.0\\.1:${port} took a connection within \\d+ ms; the last failure: 127\\.0\\.0\\.1:${port} closed the connection before it was ready$`
-      : `^Startup failed: ClosedEarlyError UMS_DB_CLOSED_EARLY: 127\\.0\\.0\\.1:${port} closed the connection before it was ready$`)])
+      : `^Startup failed: NotReadyError UMS_DB_CLOSED_EARLY: 127\\.0\\.0\\.1:${port} closed the connection before it was ready$`)])
 ]
 for (const [what, onConnection, sslmode, line] of peers) {
   t.test(`a DATABASE_URL that reaches ${what}: exit 1, and one line that names the host and what it did`, async (t) => {

@@ -9,6 +9,7 @@ import { newUserRow } from '../../src/users/users-repository.js'
 import { baseLoggerOptions, loggerOptions } from '../../src/telemetry/logger.js'
 import { describeError, describeFailure } from '../../src/telemetry/error-description.js'
 import { ServiceUnavailableError } from '../../src/http/errors.js'
+import { AcquireTimeoutError, NotReadyError } from '../../src/db/pg-errors.js'
 import { buildCheckedApp } from '../openapi/conformance.js'
 import { openMigratedPglite } from '../../src/db/snapshot.js'
 import { assertLoggedIn, build, captureLog, errorBodies, createTestDatabase, seedAccounts, testConfig, testDatabases } from '../helper.js'
@@ -233,5 +234,10 @@ t.test('a database error says the server\'s message for the classes that quote n
   for (const [code, message] of [['ENOTFOUND', 'getaddrinfo ENOTFOUND db'], ['UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'unable to verify the first certificate'], ['CONNECTION_CLOSED', 'write CONNECTION_CLOSED db:5432']]) {
     t.strictSame(describeError(network(code, message), false), { type: 'Error', message, code })
     t.equal(describeFailure(drizzle(network(code, message))), `Error ${code}: ${message}`)
+  }
+  // Why no connection could be had: a server that hung up or stayed silent before it was ready.
+  for (const [hungUp, code, message] of [[true, 'UMS_DB_CLOSED_EARLY', 'db:5432 closed the connection before it was ready'], [false, 'UMS_DB_NO_STARTUP_ANSWER', 'no answer from db:5432 to the startup message']] as const) {
+    const waited = drizzle(new AcquireTimeoutError(1000, new NotReadyError('db:5432', hungUp)))
+    t.strictSame(describeError(waited, false).cause, { type: 'AcquireTimeoutError', message: 'no database connection within 1000 ms', code: 'UMS_DB_ACQUIRE_TIMEOUT', cause: { type: 'NotReadyError', message, code } }, `${code}: the host named`)
   }
 })
