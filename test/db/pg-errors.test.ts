@@ -1,5 +1,5 @@
 import t from 'tap'
-import { StatementCancelledError, databaseUnavailable, uniqueViolation } from '../../src/db/pg-errors.js'
+import { NotReadyError, StatementCancelledError, databaseUnavailable, uniqueViolation } from '../../src/db/pg-errors.js'
 import { describeError } from '../../src/telemetry/error-description.js'
 
 const wrapped = (cause: object) => Object.assign(new Error('Failed query: …'), { cause })
@@ -15,6 +15,8 @@ t.test('a lost connection is the database\'s fault, whatever wraps it; a SQLSTAT
   for (const code of ['08006', '57P01', '57014', '53300', '42P01', '42703', '28000', '28P01', '3D000']) t.equal(databaseUnavailable(wrapped({ code })), true, code)
   for (const code of ['23505', '22P02', '42601', '42883']) t.equal(databaseUnavailable(wrapped({ code })), false, code)
   t.equal(databaseUnavailable(new Error('a bug')), false)
+  // A server that hung up or stayed silent before the connection was ready, as the connector raises it.
+  for (const hungUp of [true, false]) t.equal(databaseUnavailable(wrapped(new NotReadyError('db:5432', hungUp))), true, `NotReadyError, hung up: ${hungUp}`)
   // Cancelled past statement_timeout, whatever the server then answered (kept as the cause).
   for (const code of ['40P01', '22P02', '57014']) {
     t.equal(databaseUnavailable(new StatementCancelledError(5000, { severity: 'ERROR', code })), true, `cancelled, answered ${code}`)
