@@ -25,8 +25,13 @@ async function client (port: number) {
   return { socket, state, send: (text: string) => { socket.write(text) } }
 }
 
-// Long enough for loopback traffic to arrive, short enough for a quick test.
+// How long a check that nothing arrives waits: loopback traffic would arrive well within it.
 const SETTLE_MS = 150
+
+/** Waits until `done` holds, for up to 5 s: what must arrive is waited for, not given a fixed time (a loaded machine). */
+async function until (done: () => boolean): Promise<void> {
+  for (const deadline = Date.now() + 5000; !done() && Date.now() < deadline;) await sleep(10)
+}
 
 async function proxied (t: Test) {
   const proxy = await createTcpProxy(await echoServer(t))
@@ -38,7 +43,7 @@ t.test('forwards both ways while nothing is cut', async (t) => {
   const proxy = await proxied(t)
   const a = await client(proxy.port)
   a.send('hello')
-  await sleep(SETTLE_MS)
+  await until(() => a.state.received === 'hello')
   t.equal(a.state.received, 'hello')
   t.strictSame(proxy.connections(), { forwarding: 1, frozen: 0, blackHoled: 0 })
   a.socket.destroy()
@@ -48,14 +53,14 @@ t.test('refuse: open connections closed, new ones refused, then accepted again',
   const proxy = await proxied(t)
   const a = await client(proxy.port)
   await proxy.cut('refuse')
-  await sleep(SETTLE_MS)
+  await until(() => a.state.closed)
   t.ok(a.state.closed, 'the open connection was closed')
   const b = await client(proxy.port)
   t.equal(b.state.error, 'ECONNREFUSED')
   await proxy.restore()
   const c = await client(proxy.port)
   c.send('back')
-  await sleep(SETTLE_MS)
+  await until(() => c.state.received === 'back')
   t.equal(c.state.received, 'back')
   c.socket.destroy()
 })
@@ -71,11 +76,11 @@ t.test('black-hole: open connections closed, new ones accepted and never answere
   t.strictSame(b.state, { received: '', closed: false, error: undefined }, 'connected, silent')
   t.strictSame(proxy.connections(), { forwarding: 0, frozen: 0, blackHoled: 1 })
   await proxy.restore()
-  await sleep(SETTLE_MS)
+  await until(() => b.state.closed)
   t.ok(b.state.closed, 'restore closes the black-holed connections')
   const c = await client(proxy.port)
   c.send('back')
-  await sleep(SETTLE_MS)
+  await until(() => c.state.received === 'back')
   t.equal(c.state.received, 'back')
   c.socket.destroy()
 })
@@ -96,7 +101,7 @@ t.test('half-open: open connections stay open and silent for good, new ones work
   await sleep(SETTLE_MS)
   t.strictSame(a.state, { received: '', closed: false, error: undefined }, 'restore does not revive a frozen connection')
   a.socket.destroy()
-  await sleep(SETTLE_MS)
+  await until(() => proxy.connections().frozen === 0)
   t.strictSame(proxy.connections(), { forwarding: 1, frozen: 0, blackHoled: 0 }, 'the client closing it is what ends it')
   b.socket.destroy()
 })
@@ -112,11 +117,11 @@ t.test('pause: nothing moves on open or new connections, then everything arrives
   t.strictSame(a.state, { received: '', closed: false, error: undefined }, 'the open connection is silent')
   t.strictSame(b.state, { received: '', closed: false, error: undefined }, 'so is a new one')
   await proxy.restore()
-  await sleep(SETTLE_MS)
+  await until(() => a.state.received === 'held' && b.state.received === 'queued')
   t.strictSame(a.state, { received: 'held', closed: false, error: undefined }, 'the held data arrives, the socket is the same')
   t.strictSame(b.state, { received: 'queued', closed: false, error: undefined })
   a.send('+more')
-  await sleep(SETTLE_MS)
+  await until(() => a.state.received === 'held+more')
   t.equal(a.state.received, 'held+more')
   a.socket.destroy()
   b.socket.destroy()
