@@ -56,6 +56,11 @@ try {
 if (!(config.threadPoolSize > config.hashConcurrency)) {
   app.log.warn({ threadPool: config.threadPoolSize, hashConcurrency: config.hashConcurrency }, 'UV_THREADPOOL_SIZE should be above HASH_CONCURRENCY; set it in the start command')
 }
+// Taken in production, for load tests (CONTRACT §1), but never silently: a deployment left so has
+// no guard against password guessing.
+if (config.profile === 'production' && !config.rateLimits) {
+  app.log.warn('RATE_LIMITS=off: the abuse limits of CONTRACT §9 are off; for load tests and benchmarks only')
+}
 
 // A stray rejected promise is a bug to fix, not a reason to drop every request in flight.
 process.on('unhandledRejection', (reason) => app.log.error({ err: reason }, 'unhandled promise rejection'))
