@@ -60,6 +60,8 @@ const BASE64URL = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012345678
 function canonicalEnd (token: string): boolean {
   const tail = token.length - token.lastIndexOf('.') - 1
   if (tail % 4 === 0) return true
+  // One character over a whole group holds only 6 of a byte's 8 bits: not base64url at all.
+  if (tail % 4 === 1) return false
   const padding = tail % 4 === 2 ? 0b1111 : 0b11
   return (BASE64URL.indexOf(token[token.length - 1]) & padding) === 0
 }

@@ -99,6 +99,8 @@ for (const kind of testDatabases()) {
       t.strictSame(Buffer.from(variant.split('.')[2], 'base64url'), Buffer.from(token.split('.')[2], 'base64url'), 'the same signature bytes')
       await accepts(t, bearer(token))
       await rejects(t, bearer(variant), 'Token inválido', INVALID)
+      // 45 characters: one past a whole group of four, which no byte string encodes to.
+      await rejects(t, bearer(token + 'AA'), 'Token inválido', INVALID)
     })
 
     for (const claim of ['sub', 'role', 'uid', 'iss', 'aud', 'jti', 'iat', 'exp']) {

@@ -25,7 +25,8 @@ export async function productionApp (t: Test, databaseUrl: string, env: Record<s
 
 export interface Attempt { username: string, status: number, startedAt: number, ms: number, body: string, retryAfter: unknown }
 
-const UNAVAILABLE = JSON.stringify(errorBodies.unavailable)
+/** A 503's body as the wire carries it. */
+export const UNAVAILABLE = JSON.stringify(errorBodies.unavailable)
 
 /** `workers` sign-up loops against `app`, each with a name never used before, until `stop()`. */
 export function signupLoops (app: App, prefix: string, workers = 4) {
