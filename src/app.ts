@@ -114,12 +114,18 @@ export async function buildApp (config: Config, deps: AppDependencies = {}) {
   // out" on the docs page (the management listener, another origin) works out of the box.
   const origins = [...config.corsOrigins, ...(config.profile === 'development' ? docsOrigins(config) : [])]
   if (origins.length > 0) {
-    // A function, not the list: @fastify/cors adds the other headers (Expose-Headers…) to every
-    // answer when given a list, whatever the Origin; a `false` here adds none.
+    // Decided per request, not a list: @fastify/cors adds the other headers (Expose-Headers…) to
+    // every answer when given a list, whatever the Origin; `origin: false` adds none. An OPTIONS
+    // that is not a preflight (no Access-Control-Request-Method) is left to the routes, whose 401
+    // or 404 has the contract's shape, where @fastify/cors would answer a text/plain 400.
     const allowed = new Set(origins)
+    const exposedHeaders = ['x-request-id', 'retry-after', 'www-authenticate']
     await app.register(cors, {
-      origin: (origin, callback) => callback(null, origin !== undefined && allowed.has(origin) ? origin : false),
-      exposedHeaders: ['x-request-id', 'retry-after', 'www-authenticate']
+      delegator: (request, callback) => {
+        const { origin, 'access-control-request-method': preflightFor } = request.headers
+        const crossOrigin = origin !== undefined && allowed.has(origin) && (request.method !== 'OPTIONS' || preflightFor !== undefined)
+        callback(null, { origin: crossOrigin ? origin : false, exposedHeaders })
+      }
     })
   }
   await app.register(swagger, openApiOptions(config))

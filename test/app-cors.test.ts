@@ -40,6 +40,11 @@ t.test('with CORS_ORIGINS only the listed origins are allowed, preflight include
   const known = await app.inject({ method: 'OPTIONS', url: '/users/me', headers: { authorization: `Bearer ${token}` } })
   t.equal(known.statusCode, 404)
   t.strictSame(known.json(), { statusCode: 404, error: 'Not Found', message: 'Recurso no encontrado' })
+  // The same from an allowed origin: not a preflight either, so no text/plain 400 of @fastify/cors.
+  const fromOrigin = await app.inject({ method: 'OPTIONS', url: '/users/me', headers: { origin: ORIGIN } })
+  t.strictSame([fromOrigin.statusCode, fromOrigin.headers['content-type'], fromOrigin.json()], [401, 'application/json; charset=utf-8', { statusCode: 401, error: 'Unauthorized', message: 'Token ausente' }])
+  const knownFromOrigin = await app.inject({ method: 'OPTIONS', url: '/nowhere', headers: { origin: ORIGIN, authorization: `Bearer ${token}` } })
+  t.strictSame([knownFromOrigin.statusCode, knownFromOrigin.json()], [404, { statusCode: 404, error: 'Not Found', message: 'Recurso no encontrado' }])
 })
 
 t.test('in development the docs page\'s origin is allowed, and no other gets any CORS header', async (t) => {
