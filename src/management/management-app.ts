@@ -5,6 +5,7 @@ import type { App } from '../app.js'
 import { migrationJournal } from '../db/migrate.js'
 import { httpError } from '../http/error-bodies.js'
 import { messages } from '../http/messages.js'
+import { rerouteFrameworkError } from '../http/refusals.js'
 
 export interface ManagementOptions {
   /** The API instance: its listener, database, metrics and route schemas. */
@@ -33,7 +34,9 @@ export async function buildManagementApp ({ api, isShuttingDown, logger }: Manag
     loggerInstance: logger,
     // Health checks every few seconds would drown the request log.
     logController: new LogController({ disableRequestLogging: true }),
-    requestTimeout: 10_000
+    requestTimeout: 10_000,
+    // A URL that does not decode is an unknown path here too (the 404 below), not Fastify's 400 quoting it.
+    frameworkErrors: rerouteFrameworkError
   })
 
   // The API's own document (its route schemas), served here and browsable at /docs.

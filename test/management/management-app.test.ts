@@ -147,7 +147,8 @@ for (const kind of testDatabases()) {
 
     t.test('the management port has no API routes and needs no token; its 404 echoes nothing of the request', async (t) => {
       const { management } = shared
-      for (const url of ['/users/me', '/%3Cimg%20src=x%20onerror=alert(1)%3E']) {
+      // The last one does not decode (`%zz`): Fastify's own 400 for it quotes the URL.
+      for (const url of ['/users/me', '/%3Cimg%20src=x%20onerror=alert(1)%3E', '/%3Cscript%3E%zz']) {
         const response = await management.inject(url)
         t.equal(response.statusCode, 404, url)
         t.strictSame(response.json(), { statusCode: 404, error: 'Not Found', message: 'Recurso no encontrado' }, url)
