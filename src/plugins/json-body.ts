@@ -6,8 +6,8 @@ import { errorCodes } from 'fastify'
  * Buffer#toString, which turns invalid UTF-8 into U+FFFD: two different broken usernames
  * would be one stored name. Here invalid UTF-8 is malformed JSON (400), and the text then goes
  * to Fastify's own parser (secure-json-parse with the instance's prototype-poisoning options).
- * An empty body is an absent one: /users/me's body is optional, and sign-up and login answer
- * an absent body with their own 400.
+ * An empty body is an absent one, whatever its Content-Type: /users/me's body is optional, and
+ * sign-up and login answer an absent body with their own 400.
  */
 export default fp(async function jsonBodyPlugin (app) {
   const parse = app.getDefaultJsonParser(app.initialConfig.onProtoPoisoning ?? 'error', app.initialConfig.onConstructorPoisoning ?? 'error')
@@ -23,5 +23,15 @@ export default fp(async function jsonBodyPlugin (app) {
       return done(new errorCodes.FST_ERR_CTP_INVALID_JSON_BODY(), undefined)
     }
     parse(request, text, done)
+  })
+  // Any other type: Fastify runs a parser whenever a Content-Type is sent, body or not. With no
+  // body (Content-Length: 0, or neither it nor Transfer-Encoding) the type describes nothing: the
+  // body is absent, as above, rather than 415. A body of another type is 415, refused unread; an
+  // unknown path keeps its 404 (or 401), as without this parser.
+  app.addContentTypeParser('*', function (request, _payload, done) {
+    const length = request.headers['content-length']
+    const bodiless = request.headers['transfer-encoding'] === undefined && (length === undefined || length === '0')
+    if (bodiless || request.is404) return done(null, undefined)
+    done(new errorCodes.FST_ERR_CTP_INVALID_MEDIA_TYPE(), undefined)
   })
 }, { fastify: '5.x', name: 'json-body' })

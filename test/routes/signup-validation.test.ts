@@ -135,6 +135,9 @@ for (const kind of testDatabases()) {
         ['JSON null', () => signup('null', { 'content-type': 'application/json' }), 400, general(400, 'Bad Request', 'El cuerpo de la petición debe ser un objeto JSON')],
         ['text/plain', () => signup('username=ana', { 'content-type': 'text/plain' }), 415, general(415, 'Unsupported Media Type', 'Tipo de contenido no soportado')],
         ['a form', () => signup('username=ana', { 'content-type': 'application/x-www-form-urlencoded' }), 415, general(415, 'Unsupported Media Type', 'Tipo de contenido no soportado')],
+        // No body: the type describes nothing, and the body is absent whatever it says.
+        ['text/plain with no body', () => signup('', { 'content-type': 'text/plain' }), 400, general(400, 'Bad Request', 'El cuerpo de la petición es obligatorio')],
+        ['a form with no body', () => signup(undefined, { 'content-type': 'application/x-www-form-urlencoded' }), 400, general(400, 'Bad Request', 'El cuerpo de la petición es obligatorio')],
         ['over 16 KiB', () => signup(JSON.stringify({ ...valid(), pad: 'x'.repeat(16 * 1024) }), { 'content-type': 'application/json' }), 413, general(413, 'Payload Too Large', 'El cuerpo de la petición es demasiado grande')]
       ]
       for (const [what, send, status, body] of cases) {

@@ -87,6 +87,11 @@ for (const kind of testDatabases()) {
       const text = await me({ payload: 'email=user@example.com', contentType: 'text/plain' })
       t.equal(text.statusCode, 415)
       t.strictSame(text.json(), { statusCode: 415, error: 'Unsupported Media Type', message: 'Tipo de contenido no soportado' })
+      // Without a body the type describes nothing: an absent body, as with no Content-Type.
+      for (const contentType of ['text/plain', 'application/x-www-form-urlencoded']) {
+        const empty = await me({ payload: '', contentType })
+        t.strictSame([empty.statusCode, empty.json()], [200, record], `${contentType} with no body`)
+      }
     })
 
     t.test('__proto__ in the body reaches nothing', async (t) => {
