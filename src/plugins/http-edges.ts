@@ -6,6 +6,8 @@ import { messages } from '../http/messages.js'
 
 // Node's own test of the header (lib/_http_server.js).
 const CONTINUE = /(?:^|\W)100-continue(?:$|\W)/i
+/** RFC 3986's `uri-host [":" port]`: an IP literal, or a name or IPv4 address (empty is allowed: RFC 9112 §3.2). */
+const HOST = /^(?:\[[\w:.~!$&'()*+,;=%-]+\]|[\w.~!$&'()*+,;=%-]*)(?::\d*)?$/
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -41,8 +43,9 @@ export default fp(async function httpEdgesPlugin (app) {
   app.addHook('onRequest', (request, reply, done) => {
     // Before the token check: a request that came during the drain is sent elsewhere, whoever sent it.
     if (closing) sendUnavailable(reply)
-    // RFC 9112 §3.2: an HTTP/1.1 request without Host is refused (Node's own check is off, src/app.ts).
-    else if (request.raw.headers.host === undefined && request.raw.httpVersion !== '1.0') {
+    // RFC 9112 §3.2: an HTTP/1.1 request without Host, and any with a Host that is not one (or sent
+    // twice: Node joins the two with ", "), is refused (Node's own check is off, src/app.ts).
+    else if (request.raw.headers.host === undefined ? request.raw.httpVersion !== '1.0' : !HOST.test(request.raw.headers.host)) {
       reply.header('connection', 'close').code(400).send(httpError(400, messages.invalidRequest))
     } else done()
   })
