@@ -55,7 +55,27 @@ export function argon2Options (cost: Argon2Cost): HashOptions & { type: typeof a
  * the async randomBytes, one more trip through the thread pool for 16 bytes.
  */
 export function hashWithSalt (options: HashOptions, password: string): Promise<string> {
-  return argon2.hash(password, { ...options, salt: randomBytes(16) })
+  return argon2.hash(passwordBytes(password), { ...options, salt: randomBytes(16) })
+}
+
+const LONE_SURROGATE = /\p{Cs}/u
+
+/**
+ * What argon2 hashes of a password: its UTF-8. A JSON string may hold an unpaired surrogate
+ * (`"\ud800"`), which UTF-8 has no bytes for: argon2's `Buffer.from` would write U+FFFD for each,
+ * so `…\ud800`, `…\ud801` and `…\ufffd` would be one password. Such a code unit is written in
+ * UTF-8's own three-byte pattern instead (WTF-8), and passwords are compared exactly as received
+ * (CONTRACT §3). A well-formed password's bytes are unchanged, and so is every stored hash.
+ */
+export function passwordBytes (password: string): string | Buffer {
+  if (!LONE_SURROGATE.test(password)) return password
+  const bytes: number[] = []
+  for (const char of password) {
+    const unit = char.codePointAt(0)!
+    if (unit >= 0xd800 && unit <= 0xdfff) bytes.push(0xe0 | (unit >> 12), 0x80 | ((unit >> 6) & 0x3f), 0x80 | (unit & 0x3f))
+    else bytes.push(...Buffer.from(char))
+  }
+  return Buffer.from(bytes)
 }
 
 /**
@@ -103,7 +123,8 @@ export function createPasswordManager ({ cost, concurrency, onTiming }: Password
         return { account: await find(), valid: false, needsRehash: false }
       }
       const account = await find()
-      const verify = (stored: string) => inSlot('verify', () => argon2.verify(stored, password))
+      const bytes = passwordBytes(password)
+      const verify = (stored: string) => inSlot('verify', () => argon2.verify(stored, bytes))
       // A hash made before the cost was raised verifies faster than the dummy an unknown e-mail
       // meets: a verify at the configured cost runs beside it, so the answer takes as long as
       // either (CONTRACT §3: timing does not reveal which e-mails exist). Until the next login

@@ -1,6 +1,6 @@
 import t from 'tap'
 import argon2 from 'argon2'
-import { argon2Options, createPasswordManager, dummyHashOf } from '../../src/users/password-manager.js'
+import { argon2Options, createPasswordManager, dummyHashOf, passwordBytes } from '../../src/users/password-manager.js'
 
 const cost = { memoryCost: 1024, timeCost: 2, parallelism: 1 }
 /** A stored hash without its salt and digest: algorithm, version and cost. */
@@ -25,6 +25,20 @@ t.test('each hash has a salt of its own, of the length argon2 makes, and verifie
   t.equal(header(first), header(await argon2.hash('Secreto123', argon2Options(cost))))
   t.equal(await argon2.verify(first, 'Secreto123'), true)
   t.equal(await argon2.verify(second, 'Secreto124'), false)
+})
+
+// CONTRACT §3: passwords compared exactly as received. UTF-8 has no bytes for an unpaired
+// surrogate, which a JSON string may hold: each would hash as U+FFFD.
+t.test('passwords that differ only in an unpaired surrogate are different passwords; well-formed ones hash as their UTF-8', async (t) => {
+  const { hash, checkLogin } = createPasswordManager({ cost, concurrency: 1 })
+  const stored = await hash('Aa1xxxx\ud800')
+  const account = { passwordHash: stored }
+  const check = async (password: string) => (await checkLogin(password, async () => account as never)).valid
+  t.strictSame(await Promise.all(['Aa1xxxx\ud800', 'Aa1xxxx\ud801', 'Aa1xxxx\ufffd', 'Aa1xxxx\udc00', 'Aa1xxxx'].map(check)), [true, false, false, false, false])
+  t.strictSame(passwordBytes('a\ud800b\udfff'), Buffer.from([0x61, 0xed, 0xa0, 0x80, 0x62, 0xed, 0xbf, 0xbf]), 'WTF-8: the code unit in UTF-8\'s three-byte pattern')
+  t.equal(passwordBytes('Ñandú123😀'), 'Ñandú123😀', 'a well-formed password, surrogate pair included, is hashed as before')
+  const earlier = await argon2.hash('Ñandú123😀', argon2Options(cost))
+  t.equal((await checkLogin('Ñandú123😀', async () => ({ passwordHash: earlier }) as never)).valid, true, 'a hash argon2 made of the string still verifies')
 })
 
 // CONTRACT §3: an unknown e-mail is checked against a dummy hash "so timing does not reveal which
