@@ -93,6 +93,23 @@ t.test('behind HAProxy: three production instances, one PostgreSQL, one Redis', 
     }
   })
 
+  await t.test('the balancer\'s log line holds no query string, and no path segment that may hold an e-mail (CONTRACT §7)', async (t) => {
+    const from = client(balancer.port, freshAddress(), false)
+    const sent: Array<[string, string, string]> = [
+      ['lb-log-query', '/users/me?access_token=eyJhbGciOi.eyJzdWIi.c2lnbmF0dXJl&email=victim@example.com', 'GET /users/me HTTP/1.1'],
+      ['lb-log-at', '/nope/victim@example.com/x', 'GET /nope/[redacted]/x HTTP/1.1'],
+      ['lb-log-escaped', '/nope/victim%40example.com', 'GET /nope/[redacted] HTTP/1.1']
+    ]
+    for (const [reqId, path, logged] of sent) {
+      const answer = await from.send('me', 'GET', path, { headers: { 'x-request-id': reqId } })
+      t.strictSame([answer.status, answer.body], [401, TOKEN_MISSING], `${reqId}: the contract's 401`)
+      await until(`HAProxy logs ${reqId}`, () => balancer.output().includes(`{${reqId}}`), 5000)
+      const line = balancer.output().split('\n').find((l) => l.includes(`{${reqId}}`))!
+      t.ok(line.endsWith(`"${logged}"`), `${reqId}: the request line as ${logged}: ${line}`)
+      t.notMatch(line, /victim|access_token|eyJ/, `${reqId}: nothing of the query or the e-mail`)
+    }
+  })
+
   await t.test('the sign-up limit counts each real client address across the instances; a forged X-Forwarded-For changes nothing', async (t) => {
     const a = client(balancer.port, '127.0.0.2')
     const answers = await signUpUntilRefused(a, 21)
