@@ -66,7 +66,8 @@ export const EnvSchema = Type.Object({
   DEV_USER_EMAIL: Type.Optional(Type.String({ pattern: '^[^\\s@]+@[^\\s@]+\\.[^\\s@]+$', description: 'must be an e-mail address' })),
   DEV_USER_PASSWORD: Type.Optional(Type.String({ minLength: 1, description: 'must be a non-empty string' })),
   // OpenTelemetry's own variables (src/config/tracing.ts): the SDK reads them; these are the ones checked first.
-  OTEL_SDK_DISABLED: Type.Optional(Type.Union([Type.Literal('true'), Type.Literal('false')], { description: 'must be "true" or "false"' })),
+  // Any case, as the SDK reads it (the specification's booleans).
+  OTEL_SDK_DISABLED: Type.Optional(Type.String({ pattern: '^(?:[Tt][Rr][Uu][Ee]|[Ff][Aa][Ll][Ss][Ee])$', description: 'must be "true" or "false"' })),
   OTEL_EXPORTER_OTLP_ENDPOINT: Type.Optional(Type.String({ pattern: OTLP_URL, description: 'must be an http:// or https:// URL such as http://collector:4318' })),
   OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: Type.Optional(Type.String({ pattern: OTLP_URL, description: 'must be an http:// or https:// URL such as http://collector:4318/v1/traces' })),
   OTEL_EXPORTER_OTLP_PROTOCOL: Type.Optional(OtlpProtocol),
@@ -78,6 +79,10 @@ export const EnvSchema = Type.Object({
   OTEL_BSP_MAX_EXPORT_BATCH_SIZE: Type.Optional(int(1, 1_000_000, 'spans')),
   OTEL_BSP_SCHEDULE_DELAY: Type.Optional(int(0, 3_600_000, 'milliseconds')),
   OTEL_BSP_EXPORT_TIMEOUT: Type.Optional(int(1, 3_600_000, 'milliseconds')),
+  // key=value lists, checked in src/config/tracing.ts without quoting them back (a header may hold a key).
+  OTEL_EXPORTER_OTLP_HEADERS: Type.Optional(Type.String()),
+  OTEL_EXPORTER_OTLP_TRACES_HEADERS: Type.Optional(Type.String()),
+  OTEL_RESOURCE_ATTRIBUTES: Type.Optional(Type.String()),
   OTEL_EXPORTER_OTLP_TIMEOUT: Type.Optional(int(1, 3_600_000, 'milliseconds')),
   OTEL_EXPORTER_OTLP_TRACES_TIMEOUT: Type.Optional(int(1, 3_600_000, 'milliseconds'))
 })

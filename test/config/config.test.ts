@@ -55,6 +55,9 @@ t.test('tracing: on with an OTLP endpoint and nothing else, off again when the S
     { protocol, batch: { ...batch, maxQueueSize: 100, maxExportBatchSize: 100, scheduledDelayMillis: 50 } }, 'a batch never larger than the queue')
   t.equal(loadConfig({ OTEL_SERVICE_NAME: 'accounts', OTEL_TRACES_SAMPLER: 'always_on' }).tracing, undefined, 'no endpoint: off')
   t.equal(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_SDK_DISABLED: 'true' }).tracing, undefined)
+  t.equal(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_SDK_DISABLED: 'TRUE' }).tracing, undefined, 'any case, as the SDK reads it')
+  t.strictSame(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_SDK_DISABLED: 'False' }).tracing, { protocol, batch })
+  t.strictSame(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_EXPORTER_OTLP_HEADERS: 'x-api-key=a%20b, Authorization=Bearer%20t,', OTEL_RESOURCE_ATTRIBUTES: 'deployment.environment=production,team=accounts%2Cauth' }).tracing, { protocol, batch }, 'well-formed lists')
   t.equal(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_TRACES_EXPORTER: 'none' }).tracing, undefined)
 })
 
@@ -131,6 +134,12 @@ const invalid: Array<[string, Record<string, string>, string]> = [
   ['OTEL_TRACES_SAMPLER', { OTEL_TRACES_SAMPLER: 'sometimes' }, 'Invalid configuration: OTEL_TRACES_SAMPLER must be one of always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off, parentbased_traceidratio (got "sometimes")'],
   ['OTEL_TRACES_SAMPLER_ARG', { OTEL_TRACES_SAMPLER_ARG: '1.5' }, 'Invalid configuration: OTEL_TRACES_SAMPLER_ARG must be a sampling ratio from 0 to 1, such as 0.25 (got "1.5")'],
   ['OTEL_SDK_DISABLED', { OTEL_SDK_DISABLED: 'yes' }, 'Invalid configuration: OTEL_SDK_DISABLED must be "true" or "false" (got "yes")'],
+  // The SDK would drop these entries without a word; the value, which may hold a key, is not quoted back.
+  ['OTEL_EXPORTER_OTLP_HEADERS', { OTEL_EXPORTER_OTLP_HEADERS: 'x-api-key=s3cret%0Ab' }, 'Invalid configuration: OTEL_EXPORTER_OTLP_HEADERS must be a comma-separated list of name=value pairs, each name a header name and each value percent-encoded without control characters (entry 1 is not)'],
+  ['OTEL_EXPORTER_OTLP_HEADERS', { OTEL_EXPORTER_OTLP_HEADERS: 'a=1,bad name=s3cret' }, 'Invalid configuration: OTEL_EXPORTER_OTLP_HEADERS must be a comma-separated list of name=value pairs, each name a header name and each value percent-encoded without control characters (entry 2 is not)'],
+  ['OTEL_EXPORTER_OTLP_TRACES_HEADERS', { OTEL_EXPORTER_OTLP_TRACES_HEADERS: 'garbage' }, 'Invalid configuration: OTEL_EXPORTER_OTLP_TRACES_HEADERS must be a comma-separated list of name=value pairs, each name a header name and each value percent-encoded without control characters (entry 1 is not)'],
+  ['OTEL_RESOURCE_ATTRIBUTES', { OTEL_RESOURCE_ATTRIBUTES: 'nonsense,x' }, 'Invalid configuration: OTEL_RESOURCE_ATTRIBUTES must be a comma-separated list of key=value pairs, each percent-encoded and at most 255 characters decoded (entry 1 is not)'],
+  ['OTEL_RESOURCE_ATTRIBUTES', { OTEL_RESOURCE_ATTRIBUTES: 'team=a%zz' }, 'Invalid configuration: OTEL_RESOURCE_ATTRIBUTES must be a comma-separated list of key=value pairs, each percent-encoded and at most 255 characters decoded (entry 1 is not)'],
   ['OTEL_EXPORTER_OTLP_TIMEOUT', { OTEL_EXPORTER_OTLP_TIMEOUT: 'abc' }, 'Invalid configuration: OTEL_EXPORTER_OTLP_TIMEOUT must be an integer from 1 to 3600000 (milliseconds) (got "abc")'],
   ['JWT_ISSUER', { JWT_ISSUER: '   ' }, 'Invalid configuration: JWT_ISSUER must be a string with something other than spaces, up to 255 characters (got "   ")']
 ]
