@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { FastifyOtelInstrumentation } from '@fastify/otel'
-import { SpanStatusCode, trace, type Context, type Span, type TextMapGetter, type TextMapPropagator, type TextMapSetter } from '@opentelemetry/api'
+import { SpanKind, SpanStatusCode, trace, type Context, type Span, type TextMapGetter, type TextMapPropagator, type TextMapSetter } from '@opentelemetry/api'
 import { W3CTraceContextPropagator } from '@opentelemetry/core'
 import { NodeSDK } from '@opentelemetry/sdk-node'
 import { BatchSpanProcessor } from '@opentelemetry/sdk-trace'
@@ -58,7 +58,8 @@ class ParentOnlyPropagator implements TextMapPropagator {
  * OTLP/HTTP; metrics stay on the Prometheus endpoint and logs on stdout.
  */
 export async function startTracing ({ config, onDropped }: TracingOptions): Promise<Tracing> {
-  // Only the exporter of the protocol asked for is loaded; both read OTEL_EXPORTER_OTLP_* alike.
+  // The exporter of the protocol asked for; both read OTEL_EXPORTER_OTLP_* alike. (The SDK itself
+  // loads every exporter it knows, whichever is used.)
   const { OTLPTraceExporter } = config.protocol === 'http/json'
     ? await import('@opentelemetry/exporter-trace-otlp-http')
     : await import('@opentelemetry/exporter-trace-otlp-proto')
@@ -82,7 +83,7 @@ export async function startTracing ({ config, onDropped }: TracingOptions): Prom
       // The route's pattern names the span, never the path a client typed (ids, e-mails, a query).
       const route = request.routeOptions.url
       span.updateName(route === undefined ? request.method : `${request.method} ${route}`)
-      span.setAttributes({ 'url.path': route ?? UNMATCHED_ROUTE, 'request.id': request.id })
+      span.setAttributes({ 'url.path': route ?? UNMATCHED_ROUTE, 'url.scheme': request.protocol, 'request.id': request.id })
       const { traceId, spanId } = span.spanContext()
       const fields = { trace_id: traceId, span_id: spanId }
       ids.set(request, fields)
@@ -94,8 +95,8 @@ export async function startTracing ({ config, onDropped }: TracingOptions): Prom
 
   const tracer = trace.getTracer('user-management-service')
   installTracer({
-    inSpan (name, attributes, work) {
-      return tracer.startActiveSpan(name, { attributes }, async (span) => {
+    inSpan (name, attributes, work, kind = 'internal') {
+      return tracer.startActiveSpan(name, { attributes, kind: kind === 'client' ? SpanKind.CLIENT : SpanKind.INTERNAL }, async (span) => {
         try {
           return await work(span)
         } catch (error) {

@@ -16,8 +16,11 @@ export interface SpanTracer {
    * Runs `work` in a child span of the active one, ended when it settles. A failure sets the
    * span's status and `error.type` (the error's class or SQLSTATE), never its message.
    */
-  inSpan<T> (name: string, attributes: SpanAttributes, work: (span: SpanRecorder) => Promise<T>): Promise<T>
+  inSpan<T> (name: string, attributes: SpanAttributes, work: (span: SpanRecorder) => Promise<T>, kind?: SpanKindName): Promise<T>
 }
+
+/** `client`: a call to another server (the database, Redis), as OpenTelemetry's conventions name it. */
+export type SpanKindName = 'internal' | 'client'
 
 const NO_SPAN: SpanRecorder = { setAttributes () {} }
 let tracer: SpanTracer | undefined
@@ -44,11 +47,11 @@ export function inStatementSpan<T> (operation: string, name: string, run: () => 
   if (tracer === undefined) return run()
   const attributes: SpanAttributes = { 'db.system': 'postgresql', 'db.operation': operation, 'db.statement.name': name }
   if (batchSize !== undefined) attributes['db.operation.batch.size'] = batchSize
-  return tracer.inSpan(`${operation} ${name}`, attributes, run)
+  return tracer.inSpan(`${operation} ${name}`, attributes, run, 'client')
 }
 
 /** One call of the abuse limits to Redis in a span of its own: `redis login_take`, never its keys. */
 export function inRedisSpan<T> (operation: string, run: () => Promise<T>): Promise<T> {
   if (tracer === undefined) return run()
-  return tracer.inSpan(`redis ${operation}`, { 'db.system': 'redis', 'db.operation': operation }, run)
+  return tracer.inSpan(`redis ${operation}`, { 'db.system': 'redis', 'db.operation': operation }, run, 'client')
 }

@@ -45,7 +45,7 @@ for (const [index, kind] of testDatabases().entries()) {
     t.equal(server.length, 1, 'one server span')
     t.equal(server[0].parentSpanId, CALLER_SPAN, 'the server span is a child of the caller\'s span')
     t.equal(server[0].name, 'POST /auth/login', 'named by the route pattern')
-    t.match(server[0].attributes, { 'http.route': '/auth/login', 'http.request.method': 'POST', 'http.response.status_code': 200, 'url.path': '/auth/login', 'request.id': response.headers['x-request-id'] })
+    t.match(server[0].attributes, { 'http.route': '/auth/login', 'http.request.method': 'POST', 'http.response.status_code': 200, 'url.path': '/auth/login', 'url.scheme': 'http', 'request.id': response.headers['x-request-id'] })
 
     // Every other span of the trace descends from the server span.
     const ids = new Map(spans.map((span) => [span.spanId, span]))
@@ -54,6 +54,7 @@ for (const [index, kind] of testDatabases().entries()) {
 
     const statement = spans.find((span) => span.name === 'SELECT users_by_email')
     t.match(statement?.attributes, { 'db.system': 'postgresql', 'db.operation': 'SELECT', 'db.statement.name': 'users_by_email' }, 'the look-up by e-mail has its span')
+    t.equal(statement?.kind, 3, 'a client span: a call to the database (OTLP SPAN_KIND_CLIENT)')
     const hash = spans.find((span) => span.name === 'argon2 verify')
     t.ok(hash, 'the password check has its span')
     t.type(hash?.attributes['hash.queue_wait_ms'], 'number', 'with its wait for a hashing slot')
@@ -162,7 +163,7 @@ t.test('the limits\' calls to Redis have spans of their own, named, without thei
   const spans = byTrace(traceId)(await receiver.until((all) => names.every((name) => byTrace(traceId)(all).some((span) => span.name === name))))
   for (const name of names) {
     const span = spans.find((candidate) => candidate.name === name)!
-    t.strictSame(span.attributes, { 'db.system': 'redis', 'db.operation': name.slice('redis '.length) }, `${name}: the operation alone`)
+    t.strictSame([span.kind, span.attributes], [3, { 'db.system': 'redis', 'db.operation': name.slice('redis '.length) }], `${name}: a client span, the operation alone`)
   }
   const exported = [...new Set(spans.map((span) => span.raw))].join('\n')
   t.notOk(exported.includes(limitsKeyPrefix), 'no key of the limits in the spans')
