@@ -1,10 +1,11 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { FastifyOtelInstrumentation } from '@fastify/otel'
+import fp from 'fastify-plugin'
 import { SpanKind, SpanStatusCode, trace, type Context, type Span, type TextMapGetter, type TextMapPropagator, type TextMapSetter } from '@opentelemetry/api'
 import { W3CTraceContextPropagator } from '@opentelemetry/core'
 import { NodeSDK } from '@opentelemetry/sdk-node'
 import { BatchSpanProcessor } from '@opentelemetry/sdk-trace'
-import type { FastifyBaseLogger, FastifyPluginCallback, FastifyRequest } from 'fastify'
+import type { FastifyBaseLogger, FastifyPluginAsync, FastifyRequest } from 'fastify'
 import type { TracingConfig } from '../config/tracing.js'
 import { sqlStateOf } from '../db/pg-errors.js'
 import { UNMATCHED_ROUTE } from './metrics.js'
@@ -16,7 +17,7 @@ export interface TraceLogFields { trace_id: string, span_id: string }
 
 export interface Tracing {
   /** @fastify/otel's plugin: registered before any route, so that every route has its server span. */
-  readonly plugin: FastifyPluginCallback
+  readonly plugin: FastifyPluginAsync
   /** The request's trace and server span ids, once its span has started. */
   logFields (request: FastifyRequest): TraceLogFields | undefined
   /** Exports what is queued, within `timeoutMs` whatever the collector does, and stops. */
@@ -110,8 +111,17 @@ export async function startTracing ({ config, onDropped }: TracingOptions): Prom
     }
   })
 
+  const fastifyOtel = instrumentation.plugin()
   return {
-    plugin: instrumentation.plugin(),
+    plugin: fp(async function tracingPlugin (app) {
+      // Added before @fastify/otel's own onSend, which ends the server span: a 5xx names its
+      // status in `error.type`, as HTTP's semantic conventions ask.
+      app.addHook('onSend', (request, reply, payload, done) => {
+        if (reply.statusCode >= 500) request.opentelemetry().span?.setAttribute('error.type', String(reply.statusCode))
+        done(null, payload)
+      })
+      await app.register(fastifyOtel)
+    }, { fastify: '5.x', name: 'tracing' }),
     logFields: (request) => ids.get(request),
     async shutdown (timeoutMs = 2000) {
       installTracer(undefined)

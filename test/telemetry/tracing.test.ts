@@ -1,4 +1,5 @@
 import { eq } from 'drizzle-orm'
+import Fastify from 'fastify'
 import t from 'tap'
 import { users } from '../../src/db/schema.js'
 import { baseLoggerOptions } from '../../src/telemetry/logger.js'
@@ -70,6 +71,23 @@ for (const [index, kind] of testDatabases().entries()) {
   })
 
 }
+// HTTP's semantic conventions: a server span whose status is 5xx says so in error.type; 4xx is the client's error.
+t.test('a 5xx server span names its status in error.type; a 4xx has none', async (t) => {
+  const app = Fastify()
+  t.teardown(() => app.close())
+  await app.register(tracing.plugin)
+  app.get('/down', async (_request, reply) => reply.code(503).send({ down: true }))
+  app.get('/thrown', async () => { throw new Error('boom') })
+  app.get('/refused', async (_request, reply) => reply.code(409).send({ taken: true }))
+  const traceId = '5d0e3c4c1a3b4f7e8d9c0b1a2f3e4d5c'
+  const statuses = []
+  for (const url of ['/down', '/thrown', '/refused']) statuses.push((await app.inject({ url, headers: { traceparent: `00-${traceId}-${CALLER_SPAN}-01` } })).statusCode)
+  t.strictSame(statuses, [503, 500, 409])
+  const spans = byTrace(traceId)(await receiver.until((all) => byTrace(traceId)(all).length === 3))
+  const attributes = (route: string) => spans.find((span) => span.attributes['http.route'] === route)?.attributes
+  t.strictSame(['/down', '/thrown', '/refused'].map((route) => [attributes(route)?.['http.response.status_code'], attributes(route)?.['error.type']]), [[503, '503'], [500, '500'], [409, undefined]])
+})
+
 t.test('without a traceparent: a trace of its own, the server span a root', async (t) => {
   const app = await build(t, 'pglite', { tracing })
   const earlierTraces = new Set(receiver.spans.map((span) => span.traceId))
