@@ -60,7 +60,7 @@ t.test('COPY … TO STDOUT: each row handed over as one CopyData message', { ski
 t.test('a connection closed at once after an answer is not handed to the next query', { skip }, async (t) => {
   const { sql, connector } = client(t)
   const [{ pid }] = await sql`select pg_backend_pid() as pid`
-  connector.dropLastAnswered()
+  connector.refusedWrite()()
   const [{ pid: next }] = await sql`select pg_backend_pid() as pid`
   t.not(next, pid, 'the next query ran on a new connection, and did not fail')
 })
@@ -83,7 +83,7 @@ t.test('a connection that settles a query has the next waiting one before any re
   const lastAnswered = last.then(() => 'answered')
   t.strictSame(await seenNext, [true, true], 'an answered one\'s too')
   t.equal(await lastAnswered, 'answered')
-  connector.dropLastAnswered()
+  connector.refusedWrite()()
   const reopened = sql.unsafe('select 5') as unknown as PendingQuery
   await reopened
   t.ok(sameConnection(reopened, last), 'the same after the connection opens anew')
