@@ -94,12 +94,6 @@ export function createAnswerWatch ({ answerDeadlineMs, now = Date.now }: AnswerW
     sweep,
     /** The socket that received data last: from a query's settlement, the one that answered it. */
     lastAnswered: (): Socket | undefined => lastAnswered,
-    /** The socket that received data last; forgotten by the watch from now on. */
-    takeLastAnswered: (): Socket | undefined => {
-      const socket = lastAnswered
-      if (socket) sockets.delete(socket)
-      return socket
-    },
     /** Every socket, at once: for a probe that gave up. */
     destroyAll: () => { for (const socket of sockets.keys()) socket.destroy() },
     stop: () => clearInterval(timer)

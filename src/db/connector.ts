@@ -130,16 +130,18 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
     },
     recentFailure: starts.recentFailure,
     /**
-     * Closes the connection whose server answered last, one that refused a write, and ranks its host
-     * so (src/db/host-order.ts). Called from the query's rejection, which postgres.js settles while
-     * handling that very answer: its reactions run before any other socket's data is handled.
+     * The server that answered last refused a write: its host is ranked so at once
+     * (src/db/host-order.ts), and the returned function closes that connection (nothing once it
+     * has closed), when nothing else is to run on it (src/db/postgres.ts). Called from the query's
+     * rejection, which postgres.js settles while handling that very answer: its reactions run
+     * before any other socket's data is handled.
      */
-    dropLastAnswered: () => {
-      const socket = answers.takeLastAnswered()
-      if (!socket) return
+    refusedWrite: (): (() => void) => {
+      const socket = answers.lastAnswered()
+      if (!socket) return () => {}
       hosts.refusedWrite(hostOf.get(socket) ?? 0)
       notRefusals.add(socket)
-      closeAtOnce(socket)
+      return () => { if (!socket.destroyed) closeAtOnce(socket) }
     },
     /** Cancels what a connection of ours runs, on the host that connection is on (src/db/cancels.ts). */
     cancel: cancels.cancel,

@@ -39,6 +39,8 @@ export function assertDriverPatched (connection?: string): void {
  * - a query's `state` is null until a connection takes it, then that connection's backend key
  *   (`pid` and `secret`, BackendKeyData's), which a CancelRequest of ours names (cancelRunning):
  *   the connection's own object, which postgres.js rewrites when the connection opens anew;
+ * - a connection that settles a query is handed the next waiting query (the connection's own
+ *   `state` set on it) before any reaction to that settlement runs (sameConnection);
  * - a query on a connection settles through `resolve` or `reject`, which may be replaced first;
  * - `cancel()` on a query still waiting removes it from the queue and rejects it through
  *   `reject`, which may be replaced first to reject with an error of ours; a connection that
@@ -62,6 +64,12 @@ export interface PendingQuery extends Promise<unknown> {
 
 /** True once the query is on a connection (sent, or about to be). */
 export const onConnection = (query: PendingQuery): query is PendingQuery & { state: BackendKey } => query.state !== null
+
+/**
+ * True when `other` is on the connection that took `query`: their `state` is that connection's
+ * one object, for the connection's life and the lives it opens anew after.
+ */
+export const sameConnection = (other: PendingQuery, query: PendingQuery): boolean => query.state !== null && other.state === query.state
 
 /** Takes a query that still waits for a connection out of the queue, failing it with `error`. */
 export function failWaiting (query: PendingQuery, error: Error): void {

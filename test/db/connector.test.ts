@@ -53,7 +53,7 @@ t.test('a primary whose connection was closed for a refused write is tried befor
   t.strictSame(accepted, [1, 1], 'the standby first, in turn, then the primary')
   onPrimary.write('x')
   await new Promise((resolve) => onPrimary.once('data', resolve))
-  connector.dropLastAnswered()
+  connector.refusedWrite()()
   await closed(onPrimary)
   // Both hosts closed a connection within a second of opening it; only the standby failed.
   const again = await connector.open()

@@ -2,7 +2,7 @@ import postgres from 'postgres'
 import t, { type Test } from 'tap'
 import { parseDatabaseUrl } from '../../src/config/database-url.js'
 import { createConnector } from '../../src/db/connector.js'
-import { assertDriverPatched, cancelRunning, closeAtOnce, copyOut, failWaiting, onConnection, type PendingQuery } from '../../src/db/postgres-internals.js'
+import { assertDriverPatched, cancelRunning, closeAtOnce, copyOut, failWaiting, onConnection, sameConnection, type PendingQuery } from '../../src/db/postgres-internals.js'
 import { clientOptions } from '../../src/db/postgres-options.js'
 
 // Canaries for src/db/postgres-internals.ts: each fails when a postgres.js upgrade changes what
@@ -60,9 +60,41 @@ t.test('COPY … TO STDOUT: each row handed over as one CopyData message', { ski
 t.test('a connection closed at once after an answer is not handed to the next query', { skip }, async (t) => {
   const { sql, connector } = client(t)
   const [{ pid }] = await sql`select pg_backend_pid() as pid`
-  connector.dropLastAnswered()
+  connector.refusedWrite()()
   const [{ pid: next }] = await sql`select pg_backend_pid() as pid`
   t.not(next, pid, 'the next query ran on a new connection, and did not fail')
+})
+
+// src/db/postgres.ts closes a connection whose server refused a write once no query is on it: one
+// may already be, handed to it as the refusal settled.
+t.test('a connection that settles a query has the next waiting one before any reaction to it runs: sameConnection tells', { skip }, async (t) => {
+  const { sql, connector } = client(t)
+  await sql`select 1`
+  const failing = sql.unsafe('select 1/0') as unknown as PendingQuery
+  const seen = failing.then(() => 'answered', () => [onConnection(waiting), sameConnection(waiting, failing)])
+  const waiting = sql.unsafe('select 2 as two') as unknown as PendingQuery
+  const answered = waiting.then((rows) => [...rows as unknown[]])
+  t.strictSame(await seen, [true, true], 'a failed query\'s rejection: the next is on its connection')
+  t.strictSame(await answered, [{ two: 2 }])
+  // A query is asked for once something waits for it.
+  const next = sql.unsafe('select 3 as three') as unknown as PendingQuery
+  const seenNext = next.then(() => [onConnection(last), sameConnection(last, next)])
+  const last = sql.unsafe('select 4 as four') as unknown as PendingQuery
+  const lastAnswered = last.then(() => 'answered')
+  t.strictSame(await seenNext, [true, true], 'an answered one\'s too')
+  t.equal(await lastAnswered, 'answered')
+  connector.refusedWrite()()
+  const reopened = sql.unsafe('select 5') as unknown as PendingQuery
+  await reopened
+  t.ok(sameConnection(reopened, last), 'the same after the connection opens anew')
+
+  const { sql: two } = client(t, 2)
+  const [a, b] = ['select pg_sleep(0.2)', 'select pg_sleep(0.2)'].map((q) => two.unsafe(q) as unknown as PendingQuery)
+  await Promise.all([a, b])
+  t.strictSame([sameConnection(a, b), sameConnection(a, a)], [false, true], 'queries run at once are on two connections')
+  const waitingOne = two.unsafe('select 1') as unknown as PendingQuery
+  t.equal(sameConnection(a, waitingOne), false, 'a query no connection took yet is on none')
+  await waitingOne
 })
 
 // patches/postgres+3.4.9.patch: the four faults of postgres.js 3.4.9 it mends, each shown here.
