@@ -2,7 +2,7 @@ import { drizzle } from 'drizzle-orm/postgres-js'
 import postgres from 'postgres'
 import * as schema from './schema.js'
 import type { PublicUser } from './schema.js'
-import { AcquireTimeoutError, StatementCancelledError, refusesWrites, sentByServer } from './pg-errors.js'
+import { AcquireTimeoutError, StatementCancelledError, sentByServer } from './pg-errors.js'
 import { createTransactions } from './transactions.js'
 import { withTimeout, type Database } from './database.js'
 import { createArrivalQueue } from '../http/arrival-queue.js'
@@ -10,7 +10,8 @@ import { parseDatabaseUrl } from '../config/database-url.js'
 import { ANSWER_DEADLINE_MS, CONNECT_TIMEOUT_MS, STATEMENT_TIMEOUT_MS, acceptsStartupTimeouts, clientOptions } from './postgres-options.js'
 import { MIGRATION_STATE_SQL, USERS_BY_IDS_SQL, userCopyPageSql } from './queries.js'
 import { createConnector } from './connector.js'
-import { assertDriverPatched, cancelRunning, copyOut, failWaiting, onConnection, sameConnection, type PendingQuery } from './postgres-internals.js'
+import { assertDriverPatched, cancelRunning, copyOut, failWaiting, onConnection, type PendingQuery } from './postgres-internals.js'
+import { createRefusalDrops } from './refusal-drops.js'
 
 /** How often queries are checked for the acquire timeout: each fails within this much of it. */
 const ACQUIRE_SWEEP_MS = 100
@@ -90,42 +91,14 @@ export async function connectPostgres (options: PostgresOptions): Promise<Databa
   }, ACQUIRE_SWEEP_MS)
   acquireSweep.unref()
 
-  /** The pool's COPY queries, each with the end of its rows. */
-  const copies = new WeakMap<PendingQuery, Promise<void>>()
-
-  /**
-   * A server that refuses writes (a demoted primary) loses the connection, so the next finds the
-   * writable host: once nothing else runs on it. postgres.js hands the connection the next
-   * waiting query as it settles the refused one, before any reaction to that: closed then, the
-   * connection would fail that query (a read, which the server still serves, 503).
-   */
-  function dropIfRefusing (query: PendingQuery): void {
-    query.then(undefined, (error: unknown) => { if (refusesWrites(error)) closeWhenIdle(query, connector.refusedWrite()) })
-  }
-
-  /**
-   * Calls `close` once `settled`'s connection has no query after it (each handed to it as the
-   * last one ends): a query's end is its settlement, a COPY's the end of its rows (its query
-   * settles once they start).
-   */
-  function closeWhenIdle (settled: PendingQuery, close: () => void): void {
-    let next: PendingQuery | undefined
-    inFlight.sweep(Infinity, (query) => {
-      if (next === undefined && query !== settled && sameConnection(query, settled)) next = query
-      return 'keep'
-    })
-    if (next === undefined) return close()
-    const after = next
-    const again = () => { closeWhenIdle(after, close) }
-    const end: PromiseLike<unknown> = copies.get(after) ?? after
-    end.then(again, again)
-  }
+  // A server that refuses writes (a demoted primary) loses the connection, so the next finds the writable host.
+  const refusals = createRefusalDrops(inFlight, connector)
 
   function tracked (query: PendingQuery): PendingQuery {
     const seq = inFlight.add(query, Date.now())
     const settle = () => { inFlight.remove(seq) }
     query.then(settle, settle)
-    dropIfRefusing(query)
+    refusals.dropIfRefusing(query)
     return query
   }
 
@@ -160,9 +133,7 @@ export async function connectPostgres (options: PostgresOptions): Promise<Databa
       const statement = userCopyPageSql(page, 'stdout')
       if (startupTimeouts) {
         const query = tracked(client.unsafe(statement) as unknown as PendingQuery)
-        const copied = copyOut(query, onText)
-        copies.set(query, copied)
-        return copied
+        return refusals.copying(query, copyOut(query, onText))
       }
       return inTransaction((send) => copyOut(send(statement), onText))
     },
