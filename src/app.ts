@@ -29,7 +29,7 @@ import adminRoutes from './routes/admin.js'
 import { docsOrigins, openApiOptions, sharedSchemas } from './schemas/openapi.js'
 import { REQUEST_ID_PATTERN } from './schemas/responses.js'
 import { ajvOptions } from './http/validation.js'
-import { ANSWER_HEADERS } from './http/headers.js'
+import { ANSWER_HEADERS, corsOptions } from './http/headers.js'
 
 export interface AppDependencies {
   /** An open, migrated database owned by the caller (server.ts, tests); otherwise the app opens its own. */
@@ -114,19 +114,7 @@ export async function buildApp (config: Config, deps: AppDependencies = {}) {
   // out" on the docs page (the management listener, another origin) works out of the box.
   const origins = [...config.corsOrigins, ...(config.profile === 'development' ? docsOrigins(config) : [])]
   if (origins.length > 0) {
-    // Decided per request, not a list: @fastify/cors adds the other headers (Expose-Headers…) to
-    // every answer when given a list, whatever the Origin; `origin: false` adds none. An OPTIONS
-    // that is not a preflight (no Access-Control-Request-Method) is left to the routes, whose 401
-    // or 404 has the contract's shape, where @fastify/cors would answer a text/plain 400.
-    const allowed = new Set(origins)
-    const exposedHeaders = ['x-request-id', 'retry-after', 'www-authenticate']
-    await app.register(cors, {
-      delegator: (request, callback) => {
-        const { origin, 'access-control-request-method': preflightFor } = request.headers
-        const crossOrigin = origin !== undefined && allowed.has(origin) && (request.method !== 'OPTIONS' || preflightFor !== undefined)
-        callback(null, { origin: crossOrigin ? origin : false, exposedHeaders })
-      }
-    })
+    await app.register(cors, corsOptions(origins))
   }
   await app.register(swagger, openApiOptions(config))
 
