@@ -17,7 +17,7 @@ export type Send = (statement: string, params?: unknown[], options?: object) => 
  * COMMIT too, goes through `track`: the pool's sweep cancels it past statement_timeout, as it
  * does the pool's own (a COMMIT waiting for a synchronous standby that is gone).
  */
-export function createTransactions (client: Sql, connector: Pick<Connector, 'lastAnswered'>, acquireTimeoutMs: number, track: (query: PendingQuery) => PendingQuery, onAcquireTimeout: () => void) {
+export function createTransactions (client: Sql, connector: Pick<Connector, 'lastAnswered' | 'recentFailure'>, acquireTimeoutMs: number, track: (query: PendingQuery) => PendingQuery, onAcquireTimeout: () => void) {
   /**
    * `work` on a connection of its own, in a transaction that sets the server-side timeouts first.
    * A reserved connection whose socket has closed is never used or released again: postgres.js
@@ -37,7 +37,8 @@ export function createTransactions (client: Sql, connector: Pick<Connector, 'las
       onAcquireTimeout()
       // A connection that comes after all goes back at once.
       reserving.then((late) => late.release(), () => {})
-      throw new AcquireTimeoutError(acquireTimeoutMs)
+      // With what kept the connection away, as the pool's own acquire timeout says (src/db/postgres.ts).
+      throw new AcquireTimeoutError(acquireTimeoutMs, connector.recentFailure(acquireTimeoutMs))
     }
     const send: Send = (statement, params, options) => track(reserved.unsafe(statement, params as never[], options) as unknown as PendingQuery)
     // Known once the server answers on this connection: a reaction to that answer, success or

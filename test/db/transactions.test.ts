@@ -42,7 +42,7 @@ function reservedConnection (plans: Record<string, Plan>) {
     return query
   }
   const client = { reserve: async () => reserved } as unknown as Sql
-  const transactions = createTransactions(client, { lastAnswered: () => socket as unknown as Socket }, 1000, track, () => {})
+  const transactions = createTransactions(client, { lastAnswered: () => socket as unknown as Socket, recentFailure: () => undefined }, 1000, track, () => {})
   return { transactions, sent, socket, released: () => released }
 }
 
@@ -51,6 +51,16 @@ async function outcome (plans: Record<string, Plan>, statement = 'insert') {
   const failure = await transactions.run((send) => send(statement)).then(() => undefined, (error: Error) => error.name)
   return { failure, sent: sent.map((s) => s === BEGIN_WITH_TIMEOUTS ? 'begin' : s), released: released(), closed: socket.destroyed }
 }
+
+// Behind a pooler every statement reserves a connection: the log must say what kept it away, as the pool's does.
+t.test('no connection reserved within the acquire timeout: UMS_DB_ACQUIRE_TIMEOUT, with the host\'s recent failure as its cause', async (t) => {
+  const failure = new Error('connect ECONNREFUSED 10.0.0.1:6432')
+  const client = { reserve: () => new Promise(() => {}) } as unknown as Sql
+  let timeouts = 0
+  const transactions = createTransactions(client, { lastAnswered: () => undefined, recentFailure: () => failure }, 50, (query) => query, () => { timeouts++ })
+  const error = await transactions.run(async () => 'never').catch((e: unknown) => e) as Error & { code?: string }
+  t.strictSame([error.code, error.message, error.cause, timeouts], ['UMS_DB_ACQUIRE_TIMEOUT', 'no database connection within 50 ms', failure, 1])
+})
 
 t.test('a transaction answered throughout is committed and its connection released', async (t) => {
   t.strictSame(await outcome({}), { failure: undefined, sent: ['begin', 'insert', 'commit'], released: true, closed: false })
