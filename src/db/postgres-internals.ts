@@ -5,7 +5,8 @@ import { finished } from 'node:stream/promises'
 import type { BackendKey } from './cancels.js'
 
 const isPatched = (connection: string) => connection.includes('if (initial && connection.queue === queues.connecting') &&
-  connection.includes('initial.cancelled ? onopen(connection)')
+  connection.includes('initial.cancelled ? onopen(connection)') && connection.includes('error(closingError ||') &&
+  connection.includes('fetchArrayTypes().catch(noop)')
 /** The installed driver's answer, read once: the migrations and the pool both ask at start. */
 let installedIsPatched: boolean | undefined
 
@@ -19,11 +20,13 @@ let installedIsPatched: boolean | undefined
  *   connection never opens again;
  * - with several hosts, a connection's first query is neither failed nor forgotten when its
  *   server goes away: the next query's answer, rows or error, settles it;
- * - an error the server sent just before closing fails the connection's next query;
+ * - an error the server sent as it closed (PgBouncer's `query_wait_timeout`) fails the
+ *   connection's next query, not the one it was running, which gets a bare CONNECTION_CLOSED;
  * - a connection whose first query was failed while it opened (the acquire timeout: over TLS or
  *   a slow link, a connection opens for the oldest waiting query) stays out of the pool, idle,
- *   for good: under steady load the pool never served again after a fail-over.
- * test/db/postgres-internals.test.ts shows each against a real server.
+ *   for good: under steady load the pool never served again after a fail-over;
+ * - a connection lost while it fetches its array types leaves an unhandled rejection.
+ * test/db/postgres-internals.test.ts shows each against a real server or a fake one.
  */
 export function assertDriverPatched (connection?: string): void {
   const patched = connection === undefined ? (installedIsPatched ??= isPatched(readFileSync(new URL('connection.js', import.meta.resolve('postgres')), 'utf8'))) : isPatched(connection)
@@ -33,9 +36,8 @@ export function assertDriverPatched (connection?: string): void {
 }
 
 /**
- * Everything of postgres.js that is not its documented API, in one place (read from 3.4.9's
- * src/connection.js and src/query.js, patched; test/db/postgres-internals.test.ts fails when an
- * upgrade changes any of it):
+ * Everything of postgres.js that is not its documented API, read from 3.4.9's src/connection.js
+ * and src/query.js, patched (test/db/postgres-internals.test.ts fails when an upgrade changes it):
  * - a query's `state` is null until a connection takes it, then that connection's backend key
  *   (`pid` and `secret`, BackendKeyData's), which a CancelRequest of ours names (cancelRunning):
  *   the connection's own object, which postgres.js rewrites when the connection opens anew;
@@ -65,10 +67,7 @@ export interface PendingQuery extends Promise<unknown> {
 /** True once the query is on a connection (sent, or about to be). */
 export const onConnection = (query: PendingQuery): query is PendingQuery & { state: BackendKey } => query.state !== null
 
-/**
- * True when `other` is on the connection that took `query`: their `state` is that connection's
- * one object, for the connection's life and the lives it opens anew after.
- */
+/** True when `other` is on the connection that took `query`: `state` is that connection's one object, for all its lives. */
 export const sameConnection = (other: PendingQuery, query: PendingQuery): boolean => query.state !== null && other.state === query.state
 
 /** Takes a query that still waits for a connection out of the queue, failing it with `error`. */

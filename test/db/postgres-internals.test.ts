@@ -1,9 +1,11 @@
+import { createServer, type AddressInfo, type Socket } from 'node:net'
 import postgres from 'postgres'
 import t, { type Test } from 'tap'
 import { parseDatabaseUrl } from '../../src/config/database-url.js'
 import { createConnector } from '../../src/db/connector.js'
 import { assertDriverPatched, cancelRunning, closeAtOnce, copyOut, failWaiting, onConnection, sameConnection, type PendingQuery } from '../../src/db/postgres-internals.js'
 import { clientOptions } from '../../src/db/postgres-options.js'
+import { int32s, message } from '../support/protocol-messages.js'
 
 // Canaries for src/db/postgres-internals.ts: each fails when a postgres.js upgrade changes what
 // the service relies on beyond its documented API. (A factory socket that fails before the
@@ -109,10 +111,11 @@ t.test('a reserved connection whose server went away fails its next statements i
   const reserved = await sql.reserve()
   const [{ pid }] = await reserved`select pg_backend_pid() as pid`
   await admin`select pg_terminate_backend(${pid})`
-  // The first may meet the reset itself (ECONNRESET); both fail, neither waits for good.
+  // The first may meet the reset itself (ECONNRESET) or the server's reason as it closed (57P01,
+  // terminating connection due to administrator command); both fail, neither waits for good.
   const outcomes = []
   for (let i = 0; i < 2; i++) {
-    const settled = reserved`select 1`.then(() => 'answered', (error) => ['CONNECTION_CLOSED', 'ECONNRESET'].includes(error.code) ? 'connection lost' : error.code)
+    const settled = reserved`select 1`.then(() => 'answered', (error) => ['CONNECTION_CLOSED', 'ECONNRESET', '57P01'].includes(error.code) ? 'connection lost' : error.code)
     outcomes.push(await Promise.race([settled, new Promise((resolve) => setTimeout(() => resolve('no answer within 3 s'), 3000))]))
   }
   t.strictSame(outcomes, ['connection lost', 'connection lost'])
@@ -148,7 +151,8 @@ t.test('with several hosts, a connection\'s first query fails when its server go
   }
   await admin`select pg_terminate_backend(pid) from pg_stat_activity where application_name = ${applicationName}`
   const outcome = await Promise.race([first, new Promise((resolve) => setTimeout(() => resolve('still waiting after 2 s'), 2000))])
-  t.equal(outcome, 'CONNECTION_CLOSED', 'failed, not kept for the next host')
+  // The server says why as it closes (terminating connection due to administrator command).
+  t.equal(outcome, '57P01', 'failed with the server\'s reason, not kept for the next host')
   const next = await Promise.race([sql`select 42 as n`.then((rows) => [...rows], (error) => `${error.code} ${error.message}`), new Promise((resolve) => setTimeout(() => resolve('no answer within 3 s'), 3000))])
   t.strictSame(next, [{ n: 42 }], 'the next query gets its own answer, not the lost one\'s error or rows')
 })
@@ -175,6 +179,47 @@ t.test('a connection whose first query failed while it was connecting joins the 
   t.equal(await failed, 'acquire timeout')
   const next = await Promise.race([sql.unsafe('select 2 as two').then((rows) => [...rows], (error) => `${error.code} ${error.message}`), new Promise((resolve) => setTimeout(() => resolve('no answer within 3 s'), 3000))])
   t.strictSame(next, [{ two: 2 }], 'the connection serves the next query')
+})
+
+/**
+ * A server that starts every connection (no TLS, no password), then answers the connection's
+ * first message after that with `then`: a pooler that has no server for it, as PgBouncer.
+ */
+async function startingServer (t: Test, then: (socket: Socket) => void): Promise<number> {
+  const server = createServer((socket) => {
+    socket.once('data', () => {
+      socket.write(Buffer.concat([message('R', int32s(0)), message('K', int32s(7, 8)), message('Z', Buffer.from('I'))]))
+      socket.once('data', () => { then(socket) })
+    })
+    socket.on('error', () => {})
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())))
+  return (server.address() as AddressInfo).port
+}
+
+const fatal = (code: string, text: string) => message('E', Buffer.from(`SFATAL\u0000VFATAL\u0000C${code}\u0000M${text}\u0000\u0000`))
+
+t.test('an error a server sends as it closes fails the query it was running with that error, not a bare CONNECTION_CLOSED', async (t) => {
+  const port = await startingServer(t, (socket) => { socket.end(fatal('08P01', 'query_wait_timeout')) })
+  const sql = postgres({ host: '127.0.0.1', port, ssl: false, max: 1, fetch_types: false, connect_timeout: 2, onnotice: () => {} })
+  t.teardown(() => sql.end({ timeout: 0 }))
+  const failure = await sql.unsafe('select 1').then(() => 'answered', (error: { code?: string, message?: string }) => `${error.code} ${error.message}`)
+  t.equal(failure, '08P01 query_wait_timeout', 'PgBouncer\'s reason reaches the log')
+})
+
+t.test('a connection reset while postgres.js fetches its array types leaves no unhandled rejection', async (t) => {
+  const port = await startingServer(t, (socket) => { socket.resetAndDestroy() })
+  const unhandled: unknown[] = []
+  const onUnhandled = (reason: unknown) => { unhandled.push(reason) }
+  process.on('unhandledRejection', onUnhandled)
+  t.teardown(() => { process.off('unhandledRejection', onUnhandled) })
+  const sql = postgres({ host: '127.0.0.1', port, ssl: false, max: 1, connect_timeout: 2, onnotice: () => {} })
+  const query = sql.unsafe('select 1').then(() => 'answered', (error: { code?: string }) => error.code)
+  await new Promise((resolve) => setTimeout(resolve, 300))
+  await sql.end({ timeout: 0 })
+  t.ok(['ECONNRESET', 'CONNECTION_ENDED', 'CONNECTION_CLOSED', 'CONNECTION_DESTROYED'].includes(await query as string), 'the query fails')
+  t.strictSame(unhandled.map((reason) => (reason as { code?: string }).code), [], 'no unhandled rejection')
 })
 
 t.test('the service refuses to run on an unpatched postgres.js, saying how to patch it', async (t) => {
