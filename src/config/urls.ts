@@ -31,8 +31,17 @@ export function checkedRedisUrl (url: string | undefined): string | undefined {
   return url
 }
 
-/** A value as a refusal may quote it: a URL's password (up to its last `@`) never is. */
+/**
+ * A value as a refusal may quote it: whatever comes before its last `@` may hold a password, with
+ * or without a `scheme://` before it (`app:secret@db/users`, `postgres//app:secret@db`), and only
+ * a plain user name before a colon is shown.
+ */
 export function withoutPassword (value: string): string {
-  return value.replace(/^([a-z][a-z0-9+.-]*:\/\/)(.*)@/i, (_, scheme: string, userInfo: string) =>
-    `${scheme}${userInfo.includes(':') ? `${userInfo.slice(0, userInfo.indexOf(':'))}:***` : userInfo}@`)
+  const at = value.lastIndexOf('@')
+  if (at === -1) return value
+  const scheme = /^[a-z][a-z0-9+.-]*:\/\//i.exec(value)?.[0] ?? ''
+  const userInfo = value.slice(scheme.length, at)
+  const colon = userInfo.indexOf(':')
+  const user = userInfo.slice(0, colon)
+  return `${scheme}${colon !== -1 && /^[\w.-]*$/.test(user) ? `${user}:***` : '***'}@${value.slice(at + 1)}`
 }

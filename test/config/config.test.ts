@@ -113,6 +113,12 @@ const invalid: Array<[string, Record<string, string>, string]> = [
   ['DATABASE_URL', { DATABASE_URL: 'postgres://bob@[f%zz]/users' }, 'Invalid configuration: DATABASE_URL has a malformed percent-encoding in host "[f%zz]"'],
   ['DATABASE_MIGRATION_URL', { DATABASE_MIGRATION_URL: 'postgres://u:%zz@db/users' }, 'Invalid configuration: DATABASE_MIGRATION_URL has a malformed percent-encoding in its user or password'],
   ['DATABASE_URL', { DATABASE_URL: 'mysql://bob:S3cretPass@db/users' }, 'Invalid configuration: DATABASE_URL must be a postgres:// or postgresql:// URL (got "mysql://bob:***@db/users")'],
+  // Nothing of a password quoted back, however the URL is broken.
+  ['DATABASE_URL', { DATABASE_URL: 'app:S3cretPass@127.0.0.1:5432/users' }, 'Invalid configuration: DATABASE_URL must be a postgres:// or postgresql:// URL (got "app:***@127.0.0.1:5432/users")'],
+  ['DATABASE_URL', { DATABASE_URL: 'postgres//app:S3cretPass@127.0.0.1/users' }, 'Invalid configuration: DATABASE_URL must be a postgres:// or postgresql:// URL (got "***@127.0.0.1/users")'],
+  ['DATABASE_URL', { DATABASE_URL: 'postgres://app:S3cret/Pass@127.0.0.1:5432/users' }, 'Invalid configuration: DATABASE_URL has an @ where only host:port or the database may be: percent-encode the password\'s /, @, ?, # and : (%2F, %40, %3F, %23, %3A)'],
+  ['DATABASE_URL', { DATABASE_URL: 'postgres://app:S3cret@Pass@127.0.0.1:5432/users' }, 'Invalid configuration: DATABASE_URL has an @ where only host:port or the database may be: percent-encode the password\'s /, @, ?, # and : (%2F, %40, %3F, %23, %3A)'],
+  ['REDIS_URL', { REDIS_URL: 'u:S3cretPass@127.0.0.1:6379' }, 'Invalid configuration: REDIS_URL must be a redis:// or rediss:// URL (got "u:***@127.0.0.1:6379")'],
   ['REDIS_URL', { REDIS_URL: 'redis://:%zz@127.0.0.1:6379' }, 'Invalid configuration: REDIS_URL has a malformed percent-encoding in its user or password'],
   ['REDIS_URL', { REDIS_URL: 'redis://a b' }, 'Invalid configuration: REDIS_URL must be a redis:// or rediss:// URL (got "redis://a b")'],
   ['REDIS_URL', { REDIS_URL: 'redis://[::1' }, 'Invalid configuration: REDIS_URL is not a URL that can be parsed'],
