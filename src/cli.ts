@@ -32,8 +32,11 @@ async function migrate (config: Config, extra: string[]): Promise<void> {
   process.stdout.write(applied.length === 0 ? `Nothing to apply: ${head}.\n` : `Applied ${applied.join(', ')}: ${head}.\n`)
 }
 
-/** The account commands' own variables, beside the service's configuration (docs/configuration.md). */
-const commandContext = () => ({ sudoUser: process.env.SUDO_USER, adminPassword: process.env.ADMIN_PASSWORD })
+/**
+ * The account commands' own variables, beside the service's configuration (docs/configuration.md):
+ * empty counts as unset there too (`ADMIN_PASSWORD= cli create-admin …` reads standard input).
+ */
+const commandContext = () => ({ sudoUser: process.env.SUDO_USER || undefined, adminPassword: process.env.ADMIN_PASSWORD || undefined })
 
 /** The commands that need the configuration, each loading what it needs when it runs. */
 const commands: Record<string, (config: Config, args: string[]) => Promise<void>> = {

@@ -1,3 +1,4 @@
+import { userInfo } from 'node:os'
 import t, { type Test } from 'tap'
 import argon2 from 'argon2'
 import postgres from 'postgres'
@@ -152,6 +153,23 @@ t.test('against PostgreSQL', { skip: process.env.TEST_DATABASE_URL ? false : 'TE
     const again = await cli(['set-role', 'segunda@example.com', 'ROLE_USER'], env)
     t.equal(again.code, 0)
     t.equal(again.stdout, `segunda <segunda@example.com> (id ${id}) already has ROLE_USER: nothing changed.\n`, 'no change, no event')
+  })
+
+  t.test('an empty ADMIN_PASSWORD or SUDO_USER counts as unset: the password is read from standard input, the actor is the user running it', async (t) => {
+    const { env, row } = await setup(t)
+    const run = await cli(['create-admin', 'vacia', 'vacia@example.com'], { ...env, ADMIN_PASSWORD: '', SUDO_USER: '' }, 'Secreto123\n')
+    t.equal(run.code, 0, run.stderr)
+    t.ok(await argon2.verify((await row('vacia@example.com')).password_hash, 'Secreto123'), 'the piped password')
+    const [created] = events(run.stdout)
+    t.strictSame(created.actor, userInfo().username)
+  })
+
+  t.test('MIGRATIONS=off on a database nobody migrated: one line saying to run migrate, exit 1', async (t) => {
+    const url = await createPostgresDatabase(t)
+    for (const args of [['set-role', 'a@example.com', 'ROLE_USER'], ['create-admin', 'jefa', 'jefa@example.com']]) {
+      const run = await cli(args, { DATABASE_URL: url, MIGRATIONS: 'off', ADMIN_PASSWORD: 'Secreto123' })
+      t.strictSame([run.code, run.stderr], [1, 'The database is behind this release\'s migrations (no users table, or a column missing): run `migrate` first.\n'], args[0])
+    }
   })
 
   t.test('an unknown e-mail or role: a clear message, exit 1', async (t) => {

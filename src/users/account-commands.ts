@@ -4,6 +4,7 @@ import { Writable } from 'node:stream'
 import { Value } from '@sinclair/typebox/value'
 import type { Config } from '../config/index.js'
 import { NoPersistentDatabaseError, openDatabase } from '../db/open-database.js'
+import { sqlStateOf } from '../db/pg-errors.js'
 import { DuplicateUserError } from '../http/errors.js'
 import { duplicateFields, fieldErrors } from '../http/error-bodies.js'
 import { compileBodyValidator } from '../http/validation.js'
@@ -55,6 +56,11 @@ async function withUsers<T> (config: Config, work: (users: UsersRepository) => P
   }
   try {
     return await work(createUsersRepository(database))
+  } catch (error) {
+    // MIGRATIONS=off, as on the instances, against a database nobody migrated yet.
+    const sqlState = sqlStateOf(error)
+    if (sqlState === '42P01' || sqlState === '42703') throw new CliError('The database is behind this release\'s migrations (no users table, or a column missing): run `migrate` first.')
+    throw error
   } finally {
     await database.close()
   }
@@ -91,6 +97,11 @@ async function readPassword (adminPassword: string | undefined): Promise<string>
   const silent = new Writable({ write (_chunk, _encoding, done) { done() } })
   if (process.stdin.isTTY) process.stderr.write('Password: ')
   const lines = createInterface({ input: process.stdin, output: silent, terminal: Boolean(process.stdin.isTTY) })
+  // On a terminal readline takes Ctrl-C to itself: it ends the command, as anywhere else.
+  lines.on('SIGINT', () => {
+    process.stderr.write('\n')
+    process.exit(130)
+  })
   try {
     for await (const line of lines) return line // only the line break is dropped: no trimming
     return ''
