@@ -5,6 +5,7 @@ import type { SharedCounting } from './shared-counting.js'
 import type { WriteBack } from './write-back.js'
 import { IN_FLIGHT_MS } from './policy.js'
 import { inRedisSpan } from '../telemetry/spans.js'
+import { UnheardAttemptError, createUnansweredFinishes } from './unanswered-finishes.js'
 
 // The memory store's semantics, atomic on the Redis server. KEYS: each counter's failures key,
 // then its in-flight key. The caller gives every key one hash tag, so a Redis Cluster runs it.
@@ -38,13 +39,18 @@ if result[1] == 0 then
 end
 return result
 `
+// An outcome counts only while its attempt is in flight: sent twice (its first answer lost), it
+// counts once. Returns 1 when it was applied.
 const FINISH = `
+local applied = 0
 for i = 1, #KEYS / 2 do
-  redis.call('ZREM', KEYS[2 * i], ARGV[3])
-  if ARGV[2] == 'failure' and redis.call('INCR', KEYS[2 * i - 1]) == 1 then redis.call('PEXPIRE', KEYS[2 * i - 1], ARGV[1]) end
+  if redis.call('ZREM', KEYS[2 * i], ARGV[3]) == 1 then
+    applied = 1
+    if ARGV[2] == 'failure' and redis.call('INCR', KEYS[2 * i - 1]) == 1 then redis.call('PEXPIRE', KEYS[2 * i - 1], ARGV[1]) end
+  end
 end
-if ARGV[2] == 'success' then redis.call('DEL', KEYS[1]) end
-return 0
+if ARGV[2] == 'success' and applied == 1 then redis.call('DEL', KEYS[1]) end
+return applied
 `
 
 interface LoginCommands {
@@ -77,7 +83,10 @@ export function createRedisStore (redis: Redis): AttemptStore {
       const refusing = limiting.map((i) => i - 1)
       if (status === 1) return { status: 'locked', index: index - 1, retryAfterMs: wait, limiting: refusing }
       if (status === 2) return { status: 'busy', limiting: refusing }
-      const finish = async (outcome: Outcome) => { await inRedisSpan('login_finish', () => commands.loginFinish(keys.length, ...keys, windowMs, outcome, id)) }
+      const finish = async (outcome: Outcome) => {
+        const applied = await inRedisSpan('login_finish', () => commands.loginFinish(keys.length, ...keys, windowMs, outcome, id))
+        if (applied !== 1 && outcome !== 'abandoned') throw new UnheardAttemptError()
+      }
       return { status: 'counted', attempt: { finish } }
     }
   }
@@ -90,8 +99,9 @@ export function createRedisStore (redis: Redis): AttemptStore {
  * locked in Redis stays locked here when Redis stops answering. What Redis never heard of goes
  * to `writeBack`, for when it answers again.
  */
-export function createFallbackStore (primary: AttemptStore, local: MemoryAttemptStore, options: { counting: SharedCounting, writeBack: WriteBack }): AttemptStore {
+export function createFallbackStore (primary: AttemptStore, local: MemoryAttemptStore, options: { counting: SharedCounting, writeBack: WriteBack }): AttemptStore & { catchUp (): Promise<number> } {
   const { counting, writeBack } = options
+  const unanswered = createUnansweredFinishes(writeBack)
   const alone = async (counters: readonly Counter[], windowMs: number): Promise<Take> => {
     const taken = await local.take(counters, windowMs)
     if (taken.status !== 'counted') return taken
@@ -102,6 +112,11 @@ export function createFallbackStore (primary: AttemptStore, local: MemoryAttempt
     return { status: 'counted', attempt: { finish } }
   }
   return {
+    /** What must reach Redis before counting is shared again: the outcomes never answered, then the write-back. */
+    async catchUp () {
+      await unanswered.resend()
+      return await writeBack.catchUp()
+    },
     async take (counters, windowMs) {
       if (!counting.isShared()) {
         counting.fellBack('login')
@@ -118,6 +133,7 @@ export function createFallbackStore (primary: AttemptStore, local: MemoryAttempt
       if (taken.status === 'locked') local.hold(counters[taken.index].key, counters[taken.index].max, taken.retryAfterMs)
       if (taken.status !== 'counted') return taken
       const shared = taken.attempt
+      const takenAt = Date.now()
       // Never refused: the mirror only counts, Redis decides.
       const mirror = await local.take(counters.map(({ key }) => ({ key, max: Infinity })), windowMs)
       const finish = async (outcome: Outcome) => {
@@ -126,11 +142,15 @@ export function createFallbackStore (primary: AttemptStore, local: MemoryAttempt
           mirror.status === 'counted' ? mirror.attempt.finish(outcome) : undefined
         ])
       }
-      // An outcome that cannot be sent is written back later. One that was sent and not answered
-      // is not: a paused Redis runs it when it resumes, and writing it back too would count it twice.
+      // An outcome that cannot be sent is written back later, as is one Redis no longer held the
+      // attempt of (it lost its keys). One sent and not answered is sent again (src/limits/unanswered-finishes.ts).
       const finishShared = async (outcome: Outcome) => {
         if (!counting.isConnected()) return writeBack.record(counters, outcome)
-        await shared.finish(outcome).catch((error) => counting.lost(error))
+        await shared.finish(outcome).catch((error: unknown) => {
+          if (error instanceof UnheardAttemptError) return writeBack.record(counters, outcome)
+          unanswered.add({ send: () => shared.finish(outcome), counters, outcome, takenAt })
+          counting.lost(error)
+        })
       }
       return { status: 'counted', attempt: { finish } }
     }

@@ -60,8 +60,9 @@ export default fp<{ config: Config }>(async function loginLimitPlugin (app, { co
   if (redis && counting) {
     const full = throttledWarning(app.log, 'login failures counted while Redis was away exceed what this instance keeps for the write-back; the newest will not reach Redis')
     const writeBack = createWriteBack(redis, memory, { prefix: app.limitsKeyPrefix, counting, windowMs: LOGIN_WINDOW_MS, onFull: () => full() })
-    counting.catchUpWith(writeBack.catchUp)
-    store = createFallbackStore(createRedisStore(redis), memory, { counting, writeBack })
+    const fallback = createFallbackStore(createRedisStore(redis), memory, { counting, writeBack })
+    counting.catchUpWith(fallback.catchUp)
+    store = fallback
   }
   const limiter = createLoginLimiter(store, { prefix: app.limitsKeyPrefix })
   const familiar = createFamiliarAddresses(app.database.db)

@@ -103,6 +103,30 @@ for (const kind of testDatabases()) {
       assertLoggedIn(t, await login(app, user.password, '203.0.113.50'), user, 'once Redis answers again, not 503 for attempts long answered')
     })
 
+    // A finish sent into a network that drops it never reaches Redis: the failures counted nowhere
+    // and their attempts held the pair in flight for a minute (503 for right passwords meanwhile).
+    t.test('failures whose outcome went into a silent network count in Redis once it is back, and hold nothing in flight', async (t) => {
+      const redis = await startOwnRedis(t)
+      const proxy = await createTcpProxy({ host: '127.0.0.1', port: Number(new URL(redis.url).port) })
+      t.teardown(proxy.close)
+      const { database } = await createTestDatabase(t, kind)
+      // A real argon2 cost, so that each verify outlasts the wait for every attempt to be in flight.
+      const app = await buildCheckedApp(testConfig({ RATE_LIMITS: 'on', REDIS_URL: `redis://127.0.0.1:${proxy.port}`, ARGON2_MEMORY_KIB: '19456', ARGON2_ITERATIONS: '2', HASH_CONCURRENCY: '1' }), { database, seed: true, limitsKeyPrefix: 'ums-own:' })
+      t.teardown(() => app.close())
+      const client = redis.client()
+      const pairKey = async () => (await client.keys('ums-own:{login}:pair:*')).find((key) => !key.endsWith(':inflight'))
+      const inFlight = async () => (await client.keys('ums-own:{login}:pair:*:inflight')).length === 0 ? 0 : await client.zcard((await client.keys('ums-own:{login}:pair:*:inflight'))[0])
+      const logins = Array.from({ length: 6 }, () => login(app, 'Wrong12345', '203.0.113.90'))
+      await until('all six in flight in Redis', async () => await inFlight() === 6, 5000)
+      await proxy.cut('half-open')
+      for (const answer of await Promise.all(logins)) assertBadCredentials(t, answer)
+      await proxy.restore()
+      await sharedAgain([app])
+      const key = await pairKey()
+      t.strictSame([key === undefined ? null : await client.get(key), await inFlight()], ['6', 0], 'six failures on the pair, none left in flight')
+      assertLoggedIn(t, await login(app, user.password, '203.0.113.90'), user, 'the right password is answered, not 503')
+    })
+
     t.test('a Redis connection that goes silent is replaced: shared counting resumes once the path is back', async (t) => {
       const redis = await startOwnRedis(t)
       const proxy = await createTcpProxy({ host: '127.0.0.1', port: Number(new URL(redis.url).port) })
