@@ -4,11 +4,12 @@
 // key of its own. The same epoch means Redis kept its keys since this instance last wrote (a
 // network blip, a pause, a fail-over to a replica); another one means it lost them (a restart of
 // a Redis that keeps nothing on disk, a flush).
+// The epoch is written back even when it is there: a Redis that refuses writes (out of memory
+// under noeviction) fails this step, and counting does not come back to it only to fall back again.
 export const EPOCH = `
-local epoch = redis.call('GET', KEYS[1])
-if epoch then return epoch end
-redis.call('SET', KEYS[1], ARGV[1])
-return ARGV[1]
+local epoch = redis.call('GET', KEYS[1]) or ARGV[1]
+redis.call('SET', KEYS[1], epoch)
+return epoch
 `
 // KEYS: the epoch, this batch's marker, then each counter. ARGV: the epoch the batch was built
 // for, the marker's life, then for each counter the failures to add, the ms they have left, the

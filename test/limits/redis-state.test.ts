@@ -76,5 +76,25 @@ for (const kind of testDatabases()) {
       t.strictSame(backLines.map((line) => line.writtenBack > 0), [true, true], 'saying how many counters were written back')
       t.notMatch(log.text(), /@example\.com/, 'no e-mail in the log')
     })
+
+    // Out of memory under noeviction, Redis still answers reads: counting must not come back to it only to fall back again.
+    t.test('a Redis that refuses writes is one outage: one warning, no "answers again" while it refuses', async (t) => {
+      const redis = await startOwnRedis(t)
+      const { api, log } = await setup(t, kind, redis.url)
+      await failLogin(t, api, 'a login counted in Redis')
+      const admin = redis.client()
+      await admin.config('SET', 'maxmemory', '1')
+      const started = Date.now()
+      for (let i = 0; Date.now() - started < 4000; i++) {
+        const response = await api.inject({ method: 'POST', url: '/auth/signup', payload: { username: `oom${i}`, email: `oom${i}@example.com`, password: 'Secreto123' }, remoteAddress: '203.0.113.91' })
+        t.equal(response.statusCode, 201, `sign-up ${i} while Redis refuses writes`)
+        await new Promise((resolve) => setTimeout(resolve, 400))
+      }
+      const edges = () => log.lines.filter((line) => /falls back|answers again/.test(line.msg)).map((line) => line.msg)
+      t.strictSame(edges(), ['sign-up limit falls back to this instance\'s counters: Redis did not answer'], 'one warning, nothing back')
+      await admin.config('SET', 'maxmemory', '0')
+      await settled(async () => edges().length, 2)
+      t.strictSame(edges().at(-1), 'Redis for the abuse limits answers again: counting is shared across instances again', 'back once it takes writes')
+    })
   })
 }
