@@ -6,7 +6,7 @@ import { CliError, UsageError } from './users/command-errors.js'
 // Each command loads what it needs when it runs: generate-key and the usage start at once,
 // without the database drivers, argon2 or the app.
 
-const USAGE = `Usage: npm run cli -- <command>
+const USAGE = `Usage: npm run cli -- <command>   (node dist/cli.js <command> where only the build is installed)
   migrate                                 apply pending migrations (DATABASE_MIGRATION_URL, else
                                           DATABASE_URL) and print what was applied
   set-role <email> ROLE_USER|ROLE_ADMIN   change the role of an account
@@ -17,7 +17,7 @@ const USAGE = `Usage: npm run cli -- <command>
 
 /** The deployment step of MIGRATIONS=off: the same locked migration the service runs at start. */
 async function migrate (config: Config, extra: string[]): Promise<void> {
-  if (extra.length > 0) throw new UsageError()
+  if (extra.length > 0) throw new UsageError('migrate takes no argument')
   // DATABASE_MIGRATION_URL, else DATABASE_URL (src/config/index.ts).
   const url = config.databaseMigrationUrl
   if (!url) throw new CliError('No DATABASE_URL (or DATABASE_MIGRATION_URL): set it to the PostgreSQL database to migrate.')
@@ -44,7 +44,7 @@ const commands: Record<string, (config: Config, args: string[]) => Promise<void>
   'set-role': async (config, args) => (await import('./users/account-commands.js')).setRole(config, args, commandContext()),
   'create-admin': async (config, args) => (await import('./users/account-commands.js')).createAdmin(config, args, commandContext()),
   'hash-benchmark': async (config, args) => {
-    if (args.length > 0) throw new UsageError()
+    if (args.length > 0) throw new UsageError('hash-benchmark takes no argument')
     const { report, warning } = await (await import('./users/hash-benchmark.js')).hashBenchmark(config)
     process.stdout.write(report)
     if (warning) process.stderr.write(warning)
@@ -79,7 +79,7 @@ async function main (argv: string[]): Promise<void> {
 try {
   await main(process.argv.slice(2))
 } catch (error) {
-  const message = error instanceof UsageError ? USAGE : error instanceof CliError ? error.message : `Unexpected error: ${describeFailure(error)}`
+  const message = error instanceof UsageError ? `${error.message}\n${USAGE}` : error instanceof CliError ? error.message : `Unexpected error: ${describeFailure(error)}`
   process.stderr.write(`${message}\n`)
   process.exitCode = 1
 }

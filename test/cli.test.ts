@@ -27,11 +27,19 @@ t.test('without a database', async (t) => {
     t.equal(run.stdout, '')
   })
 
-  t.test('an unknown command or a missing argument prints the usage, exit 1', async (t) => {
-    for (const args of [['frob'], ['set-role', 'ana@example.com']]) {
+  t.test('an unknown command or wrong arguments: what is wrong, then the usage, exit 1', async (t) => {
+    const cases: Array<[string[], string]> = [
+      [['frob'], 'Unknown command: frob'],
+      [['set-role', 'ana@example.com'], 'set-role takes an e-mail and a role'],
+      [['create-admin', 'ana'], 'create-admin takes a username and an e-mail'],
+      [['migrate', 'now'], 'migrate takes no argument'],
+      [['hash-benchmark', 'x'], 'hash-benchmark takes no argument']
+    ]
+    for (const [args, first] of cases) {
       const run = await cli(args)
       t.equal(run.code, 1, args.join(' '))
-      t.match(run.stderr, /Usage: npm run cli -- <command>/)
+      t.equal(run.stderr.split('\n')[0], first, args.join(' '))
+      t.match(run.stderr, /\nUsage: npm run cli -- <command> {3}\(node dist\/cli\.js <command> where only the build is installed\)\n/)
     }
   })
 
@@ -39,10 +47,10 @@ t.test('without a database', async (t) => {
     const broken = { APP_PROFILE: 'production' }
     const help = await cli(['help'], broken)
     t.strictSame([help.code, help.stderr], [0, ''])
-    t.match(help.stdout, /^Usage: npm run cli -- <command>\n/)
+    t.match(help.stdout, /^Usage: npm run cli -- <command> {3}\(node dist\/cli\.js <command> where only the build is installed\)\n/)
     const unknown = await cli(['frob'], broken)
     t.strictSame([unknown.code, unknown.stdout], [1, ''])
-    t.match(unknown.stderr, /^Unknown command: frob\nUsage: npm run cli -- <command>\n/)
+    t.match(unknown.stderr, /^Unknown command: frob\nUsage: npm run cli -- <command> /)
   })
 
   t.test('a bad configuration is one line, exit 1', async (t) => {

@@ -67,7 +67,7 @@ async function withUsers<T> (config: Config, work: (users: UsersRepository) => P
 }
 
 export async function setRole (config: Config, [email, role, ...extra]: string[], context: CommandContext = {}): Promise<void> {
-  if (!email || !role || extra.length > 0) throw new UsageError()
+  if (!email || !role || extra.length > 0) throw new UsageError('set-role takes an e-mail and a role')
   if (!Value.Check(Role, role)) throw new CliError(`Unknown role "${role}": use ROLE_USER or ROLE_ADMIN.`)
   await withUsers(config, async (users) => {
     const account = await users.findByEmail(email)
@@ -112,7 +112,7 @@ async function readPassword (adminPassword: string | undefined): Promise<string>
 }
 
 export async function createAdmin (config: Config, [username, email, ...extra]: string[], context: CommandContext = {}): Promise<void> {
-  if (!username || !email || extra.length > 0) throw new UsageError()
+  if (!username || !email || extra.length > 0) throw new UsageError('create-admin takes a username and an e-mail')
   const password = await readPassword(context.adminPassword)
   const problems = signupProblems({ username, email, password })
   if (problems) {
