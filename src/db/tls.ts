@@ -1,6 +1,9 @@
-import { readFileSync } from 'node:fs'
+import { X509Certificate } from 'node:crypto'
+import { existsSync, readFileSync } from 'node:fs'
 import { isIP, type Socket } from 'node:net'
-import { connect, type ConnectionOptions } from 'node:tls'
+import { homedir } from 'node:os'
+import { join } from 'node:path'
+import { connect, createSecureContext, type ConnectionOptions } from 'node:tls'
 import { DatabaseUrlError, describeHost, type DatabaseHost, type DatabaseTarget, type SslMode } from '../config/database-url.js'
 import { NotPostgresError, StartupRefusedError, refusalIn } from './startup-answer.js'
 import { NotReadyError } from './pg-errors.js'
@@ -28,21 +31,50 @@ function readPem (parameter: string, path: string): Buffer {
   }
 }
 
+/** The client certificate and key, loaded as a handshake would load them: a pair that does not fit stops the start. */
+function clientIdentity (cert: string, key: string): { cert: Buffer, key: Buffer } {
+  const pair = { cert: readPem('sslcert', cert), key: readPem('sslkey', key) }
+  try {
+    createSecureContext(pair)
+  } catch (error) {
+    // The code only (ERR_OSSL_X509_KEY_VALUES_MISMATCH, ERR_OSSL_BAD_DECRYPT…): OpenSSL's text is no clearer, and nothing of the key is quoted.
+    throw new DatabaseUrlError(`sslcert ${cert} and sslkey ${key} cannot be used together (${(error as { code?: string }).code ?? 'not a certificate and its unencrypted key'})`)
+  }
+  return pair
+}
+
+/** The CAs a verifying mode trusts: `sslrootcert`'s file, libpq's default file, or Node's public CAs for `system`. */
+function trustedRoots (target: DatabaseTarget): { ca?: Buffer } {
+  // libpq's default: ~/.postgresql/root.crt. Without it, libpq refuses to verify rather than trust any public CA.
+  const libpqDefault = join(homedir(), '.postgresql', 'root.crt')
+  const rootCert = target.sslRootCert ?? (existsSync(libpqDefault) ? libpqDefault : undefined)
+  if (rootCert === undefined) {
+    throw new DatabaseUrlError(`sslmode=${target.sslMode} needs sslrootcert: the file of the CA that signed the server's certificate, or system with verify-full (${libpqDefault}, libpq's default, does not exist)`)
+  }
+  if (rootCert === 'system') return {}
+  const ca = readPem('sslrootcert', rootCert)
+  try {
+    void new X509Certificate(ca)
+  } catch {
+    throw new DatabaseUrlError(`sslrootcert ${rootCert} holds no PEM certificate`)
+  }
+  return { ca }
+}
+
 /**
  * libpq's meanings of `sslmode` in Node's terms: `prefer` and `require` encrypt without
  * checking the certificate; `verify-ca` checks that the CA signed it; `verify-full` also that it
- * names the host. The CA is `sslrootcert`'s file, or the system's store. Files are read once,
- * here, so a missing one stops the start with its name.
+ * names the host. Files are read and loaded once, here, so a missing or broken one stops the
+ * start with its name, never a running instance's handshake.
  */
 export function tlsSettings (target: DatabaseTarget): TlsSettings | null {
   if (target.sslMode === 'disable') return null
-  const client = target.sslCert && target.sslKey ? { cert: readPem('sslcert', target.sslCert), key: readPem('sslkey', target.sslKey) } : {}
+  const client = target.sslCert && target.sslKey ? clientIdentity(target.sslCert, target.sslKey) : {}
   if (target.sslMode === 'allow' || target.sslMode === 'prefer' || target.sslMode === 'require') {
     return { options: { ...client, rejectUnauthorized: false }, required: target.sslMode === 'require' }
   }
-  const ca = target.sslRootCert && target.sslRootCert !== 'system' ? { ca: readPem('sslrootcert', target.sslRootCert) } : {}
   const identity = target.sslMode === 'verify-ca' ? { checkServerIdentity: () => undefined } : {}
-  return { options: { ...client, ...ca, ...identity, rejectUnauthorized: true }, required: true }
+  return { options: { ...client, ...trustedRoots(target), ...identity, rejectUnauthorized: true }, required: true }
 }
 
 /**
@@ -61,7 +93,14 @@ export function negotiateTls (raw: Socket, { host, port }: DatabaseHost, sslMode
     raw.once('data', (answer) => {
       raw.removeListener('close', closed)
       if (answer[0] === 0x53) {
-        const secure = connect({ ...tls.options, socket: raw, host, servername: isIP(host) ? undefined : host })
+        let secure
+        try {
+          secure = connect({ ...tls.options, socket: raw, host, servername: isIP(host) ? undefined : host })
+        } catch (error) {
+          // Thrown here, in a socket's listener, it would end the process.
+          raw.destroy()
+          return reject(error)
+        }
         secure.once('error', reject)
         secure.once('secureConnect', () => { secure.removeListener('error', reject); resolve(secure) })
       } else if (answer[0] === 0x45) {

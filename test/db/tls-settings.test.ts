@@ -1,0 +1,61 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { createServer, connect, type AddressInfo } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import t, { type Test } from 'tap'
+import { parseDatabaseUrl } from '../../src/config/database-url.js'
+import { negotiateTls, tlsSettings } from '../../src/db/tls.js'
+import { createCertificates } from '../support/pg-certificates.js'
+import { spawnSync } from 'node:child_process'
+
+const skip = spawnSync('openssl', ['version']).status === 0 ? false : 'openssl is not installed: no certificates to load'
+
+async function certificates (t: Test) {
+  const dir = mkdtempSync(join(tmpdir(), 'ums-tls-settings-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  return { dir, ...await createCertificates(dir, ['127.0.0.1']) }
+}
+const settings = (query: string) => tlsSettings(parseDatabaseUrl(`postgres://app@127.0.0.1:5432/users?${query}`))
+
+// A broken pair used to pass the start and throw in a running instance's first handshake, out of
+// any promise: the process ended with OpenSSL's stack trace.
+t.test('a client certificate and a key that do not fit stop the start in one line naming the files, quoting nothing of them', { skip }, async (t) => {
+  const { cert, key, dir } = await certificates(t)
+  const otherKey = join(dir, 'test-ca.key')
+  for (const mode of ['prefer', 'verify-full']) {
+    t.throws(() => settings(`sslmode=${mode}&sslrootcert=${join(dir, 'test-ca.crt')}&sslcert=${cert}&sslkey=${otherKey}`), {
+      message: `sslcert ${cert} and sslkey ${otherKey} cannot be used together (ERR_OSSL_X509_KEY_VALUES_MISMATCH)`
+    }, mode)
+  }
+  t.ok(settings(`sslmode=require&sslcert=${cert}&sslkey=${key}`), 'a pair that fits is taken')
+})
+
+// libpq verifies against sslrootcert, else ~/.postgresql/root.crt, else refuses: never against
+// every public CA, with which verify-ca would take any publicly signed certificate for any name.
+t.test('verify-ca and verify-full need a CA: sslrootcert, libpq\'s default file, or system with verify-full', { skip }, async (t) => {
+  const { dir } = await certificates(t)
+  const home = process.env.HOME
+  t.teardown(() => { process.env.HOME = home })
+  process.env.HOME = join(dir, 'home')
+  for (const mode of ['verify-ca', 'verify-full']) {
+    t.throws(() => settings(`sslmode=${mode}`), { message: `sslmode=${mode} needs sslrootcert: the file of the CA that signed the server's certificate, or system with verify-full (${join(dir, 'home', '.postgresql', 'root.crt')}, libpq's default, does not exist)` })
+  }
+  t.strictSame(Object.keys(settings('sslmode=verify-full&sslrootcert=system')!.options).sort(), ['rejectUnauthorized'], 'system: Node\'s own CAs')
+  const notPem = join(dir, 'not-a-certificate.txt')
+  writeFileSync(notPem, 'hello\n')
+  t.throws(() => settings(`sslmode=verify-ca&sslrootcert=${notPem}`), { message: `sslrootcert ${notPem} holds no PEM certificate` })
+})
+
+t.test('a handshake that cannot start fails its connection, not the process', async (t) => {
+  // A server that says yes to TLS; the options given cannot make a context.
+  const server = createServer((socket) => { socket.once('data', () => socket.write('S')); socket.on('error', () => {}) })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())))
+  const { port } = server.address() as AddressInfo
+  const raw = connect(port, '127.0.0.1')
+  await new Promise((resolve) => raw.once('connect', resolve))
+  const outcome = await negotiateTls(raw, { host: '127.0.0.1', port }, 'require', { options: { key: 'not a key', cert: 'not a certificate' }, required: true })
+    .then(() => 'connected', (error: { code?: string }) => error.code ?? 'failed')
+  t.match(outcome, /^ERR_/, 'rejected with the error')
+  t.ok(raw.destroyed, 'the socket is gone')
+})
