@@ -132,9 +132,9 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
     /**
      * The server that answered last refused a write: its host is ranked so at once
      * (src/db/host-order.ts), and the returned function closes that connection (nothing once it
-     * has closed), when nothing else is to run on it (src/db/postgres.ts). Called from the query's
-     * rejection, which postgres.js settles while handling that very answer: its reactions run
-     * before any other socket's data is handled.
+     * has closed), when nothing else is to run on it (src/db/refusal-drops.ts). Called from the
+     * rejection of a refusal within the session (severity ERROR), which postgres.js settles while
+     * handling that very answer: its reactions run before any other socket's data is handled.
      */
     refusedWrite: (): (() => void) => {
       const socket = answers.lastAnswered()

@@ -1,5 +1,5 @@
 import type { Connector } from './connector.js'
-import { refusesWrites } from './pg-errors.js'
+import { refusedInSession, refusesWrites } from './pg-errors.js'
 import { sameConnection, type PendingQuery } from './postgres-internals.js'
 import type { createArrivalQueue } from '../http/arrival-queue.js'
 
@@ -39,7 +39,12 @@ export function createRefusalDrops (inFlight: ReturnType<typeof createArrivalQue
   return {
     /** Watches a tracked query: refused as a write, its connection goes (above). */
     dropIfRefusing (query: PendingQuery): void {
-      query.then(undefined, (error: unknown) => { if (refusesWrites(error)) closeWhenIdle(query, connector.refusedWrite(), Date.now() + REFUSING_LINGER_MS) })
+      // A refusal within the session only (severity ERROR): a FATAL one (57P01 as the server shuts
+      // down) comes with its connection's close, a later turn, when the socket that answered last
+      // may be another connection's; the connector ranks a host whose connections close early.
+      query.then(undefined, (error: unknown) => {
+        if (refusesWrites(error) && refusedInSession(error)) closeWhenIdle(query, connector.refusedWrite(), Date.now() + REFUSING_LINGER_MS)
+      })
     },
     /** A COPY query and the end of its rows, which is its end here. */
     copying (query: PendingQuery, copied: Promise<void>): Promise<void> {

@@ -12,13 +12,14 @@ function query (state: object | null) {
   return { promise, settle }
 }
 
-const READ_ONLY = Object.assign(new Error('cannot execute INSERT in a read-only transaction'), { code: '25006' })
+const READ_ONLY = Object.assign(new Error('cannot execute INSERT in a read-only transaction'), { code: '25006', severity: 'ERROR' })
 const turn = () => new Promise((resolve) => setImmediate(resolve))
 
 function setup () {
   const inFlight = createArrivalQueue<PendingQuery>()
   let closes = 0
-  const drops = createRefusalDrops(inFlight, { refusedWrite: () => () => { closes++ } })
+  let refusals = 0
+  const drops = createRefusalDrops(inFlight, { refusedWrite: () => { refusals++; return () => { closes++ } } })
   const track = (q: ReturnType<typeof query>) => {
     const seq = inFlight.add(q.promise, Date.now())
     const leave = () => { inFlight.remove(seq) }
@@ -26,7 +27,7 @@ function setup () {
     drops.dropIfRefusing(q.promise)
     return q
   }
-  return { track, drops, closes: () => closes }
+  return { track, drops, closes: () => closes, refusals: () => refusals }
 }
 
 t.test('a connection that refused a write closes once the queries handed to it after have ended, not before', async (t) => {
@@ -85,8 +86,16 @@ t.test('a pool never idle does not keep it past a second: it closes after the qu
 t.test('a refusal of another kind, or success, leaves the connection alone', async (t) => {
   const { track, closes } = setup()
   const connection = {}
-  track(query(connection)).settle(Object.assign(new Error('duplicate key'), { code: '23505' }))
+  track(query(connection)).settle(Object.assign(new Error('duplicate key'), { code: '23505', severity: 'ERROR' }))
   track(query(connection)).settle()
   await turn()
   t.equal(closes(), 0)
+})
+
+// Its close is a later turn: the socket that answered last may be another connection's, with a query on it.
+t.test('a FATAL 57P01 (the server shutting down) that comes with the close ranks and closes nothing', async (t) => {
+  const { track, closes, refusals } = setup()
+  track(query({})).settle(Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01', severity: 'FATAL' }))
+  await turn()
+  t.strictSame([refusals(), closes()], [0, 0])
 })
