@@ -67,10 +67,10 @@ function parseHosts (authority: string): DatabaseHost[] {
 export function parseDatabaseUrl (url: string): DatabaseTarget {
   const match = /^postgres(?:ql)?:\/\/(?:([^@/?#]*)@)?([^/?#]*)(?:\/([^?#]*))?(?:\?([^#]*))?$/.exec(url)
   if (!match) throw new DatabaseUrlError('must be postgres://user:password@host:port/database, libpq\'s form')
-  // A password with a raw `/` or a second `@` ends the user part early: what follows would be
-  // quoted as a host and looked up in DNS. Refused without quoting any of it.
-  if (match[2].includes('@') || (match[3] ?? '').includes('@')) {
-    throw new DatabaseUrlError('has an @ where only host:port or the database may be: percent-encode the password\'s /, @, ?, # and : (%2F, %40, %3F, %23, %3A)')
+  // A password with a raw `/`, `?` or a second `@` ends the user part early: what follows would be
+  // quoted as a host or a parameter, or looked up in DNS. Refused without quoting any of it.
+  if ([match[2], match[3], match[4]].some((part) => part?.includes('@'))) {
+    throw new DatabaseUrlError('has an @ where only host:port, the database or parameters may be: percent-encode the password\'s /, @, ?, # and : (%2F, %40, %3F, %23, %3A)')
   }
   const [, userInfo = '', authority, path = '', query = ''] = match
   // As libpq: the user ends at the first colon, and the password, colons and all, follows it.

@@ -50,15 +50,17 @@ const CONTROL = /[\u0000-\u0008\u000a-\u001f\u007f]/
 function checkKeyValues (variable: string, value: string | undefined, kind: 'header' | 'attribute'): void {
   if (value === undefined) return
   const rule = kind === 'header'
-    ? 'must be a comma-separated list of name=value pairs, each name a header name and each value percent-encoded without control characters'
-    : 'must be a comma-separated list of key=value pairs, each percent-encoded and at most 255 characters decoded'
+    ? 'must be a comma-separated list of name=value pairs, each name a header name and each value percent-encoded (a ; as %3B) without control characters'
+    : 'must be a comma-separated list of key=value pairs, each percent-encoded (an = as %3D) and at most 255 characters decoded'
   value.split(',').forEach((entry, index) => {
     if (entry.trim() === '') return
     const at = entry.indexOf('=')
     const [key, text] = [decoded(entry.slice(0, Math.max(at, 0)).trim()), decoded(entry.slice(at + 1).trim())]
-    const valid = at > 0 && key !== undefined && key !== '' && text !== undefined && text !== '' && (kind === 'header'
-      ? HEADER_NAME.test(key) && !CONTROL.test(text)
-      : key.length <= 255 && text.length <= 255)
+    // The SDK's readers: a header's value ends at a raw `;` (baggage's metadata) and must not be
+    // empty; an attribute's entry has exactly one raw `=`, and its value may be empty.
+    const valid = at > 0 && key !== undefined && key !== '' && text !== undefined && (kind === 'header'
+      ? text !== '' && !entry.includes(';') && HEADER_NAME.test(key) && !CONTROL.test(text)
+      : !entry.slice(at + 1).includes('=') && key.length <= 255 && text.length <= 255)
     if (!valid) throw new ConfigError(variable, `${rule} (entry ${index + 1} is not)`)
   })
 }

@@ -57,7 +57,7 @@ t.test('tracing: on with an OTLP endpoint and nothing else, off again when the S
   t.equal(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_SDK_DISABLED: 'true' }).tracing, undefined)
   t.equal(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_SDK_DISABLED: 'TRUE' }).tracing, undefined, 'any case, as the SDK reads it')
   t.strictSame(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_SDK_DISABLED: 'False' }).tracing, { protocol, batch })
-  t.strictSame(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_EXPORTER_OTLP_HEADERS: 'x-api-key=a%20b, Authorization=Bearer%20t,', OTEL_RESOURCE_ATTRIBUTES: 'deployment.environment=production,team=accounts%2Cauth' }).tracing, { protocol, batch }, 'well-formed lists')
+  t.strictSame(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_EXPORTER_OTLP_HEADERS: 'x-api-key=a%20b, Authorization=Bearer%20t,', OTEL_RESOURCE_ATTRIBUTES: 'deployment.environment=production,team=accounts%2Cauth,empty=' }).tracing, { protocol, batch }, 'well-formed lists, an empty attribute value included')
   t.equal(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_TRACES_EXPORTER: 'none' }).tracing, undefined)
 })
 
@@ -116,8 +116,9 @@ const invalid: Array<[string, Record<string, string>, string]> = [
   // Nothing of a password quoted back, however the URL is broken.
   ['DATABASE_URL', { DATABASE_URL: 'app:S3cretPass@127.0.0.1:5432/users' }, 'Invalid configuration: DATABASE_URL must be a postgres:// or postgresql:// URL (got "app:***@127.0.0.1:5432/users")'],
   ['DATABASE_URL', { DATABASE_URL: 'postgres//app:S3cretPass@127.0.0.1/users' }, 'Invalid configuration: DATABASE_URL must be a postgres:// or postgresql:// URL (got "***@127.0.0.1/users")'],
-  ['DATABASE_URL', { DATABASE_URL: 'postgres://app:S3cret/Pass@127.0.0.1:5432/users' }, 'Invalid configuration: DATABASE_URL has an @ where only host:port or the database may be: percent-encode the password\'s /, @, ?, # and : (%2F, %40, %3F, %23, %3A)'],
-  ['DATABASE_URL', { DATABASE_URL: 'postgres://app:S3cret@Pass@127.0.0.1:5432/users' }, 'Invalid configuration: DATABASE_URL has an @ where only host:port or the database may be: percent-encode the password\'s /, @, ?, # and : (%2F, %40, %3F, %23, %3A)'],
+  ['DATABASE_URL', { DATABASE_URL: 'postgres://app:S3cret/Pass@127.0.0.1:5432/users' }, 'Invalid configuration: DATABASE_URL has an @ where only host:port, the database or parameters may be: percent-encode the password\'s /, @, ?, # and : (%2F, %40, %3F, %23, %3A)'],
+  ['DATABASE_URL', { DATABASE_URL: 'postgres://app:S3c?ret@127.0.0.1:5432/users' }, 'Invalid configuration: DATABASE_URL has an @ where only host:port, the database or parameters may be: percent-encode the password\'s /, @, ?, # and : (%2F, %40, %3F, %23, %3A)'],
+  ['DATABASE_URL', { DATABASE_URL: 'postgres://app:S3cret@Pass@127.0.0.1:5432/users' }, 'Invalid configuration: DATABASE_URL has an @ where only host:port, the database or parameters may be: percent-encode the password\'s /, @, ?, # and : (%2F, %40, %3F, %23, %3A)'],
   ['REDIS_URL', { REDIS_URL: 'u:S3cretPass@127.0.0.1:6379' }, 'Invalid configuration: REDIS_URL must be a redis:// or rediss:// URL (got "u:***@127.0.0.1:6379")'],
   ['REDIS_URL', { REDIS_URL: 'redis://:%zz@127.0.0.1:6379' }, 'Invalid configuration: REDIS_URL has a malformed percent-encoding in its user or password'],
   ['REDIS_URL', { REDIS_URL: 'redis://a b' }, 'Invalid configuration: REDIS_URL must be a redis:// or rediss:// URL (got "redis://a b")'],
@@ -141,11 +142,13 @@ const invalid: Array<[string, Record<string, string>, string]> = [
   ['OTEL_TRACES_SAMPLER_ARG', { OTEL_TRACES_SAMPLER_ARG: '1.5' }, 'Invalid configuration: OTEL_TRACES_SAMPLER_ARG must be a sampling ratio from 0 to 1, such as 0.25 (got "1.5")'],
   ['OTEL_SDK_DISABLED', { OTEL_SDK_DISABLED: 'yes' }, 'Invalid configuration: OTEL_SDK_DISABLED must be "true" or "false" (got "yes")'],
   // The SDK would drop these entries without a word; the value, which may hold a key, is not quoted back.
-  ['OTEL_EXPORTER_OTLP_HEADERS', { OTEL_EXPORTER_OTLP_HEADERS: 'x-api-key=s3cret%0Ab' }, 'Invalid configuration: OTEL_EXPORTER_OTLP_HEADERS must be a comma-separated list of name=value pairs, each name a header name and each value percent-encoded without control characters (entry 1 is not)'],
-  ['OTEL_EXPORTER_OTLP_HEADERS', { OTEL_EXPORTER_OTLP_HEADERS: 'a=1,bad name=s3cret' }, 'Invalid configuration: OTEL_EXPORTER_OTLP_HEADERS must be a comma-separated list of name=value pairs, each name a header name and each value percent-encoded without control characters (entry 2 is not)'],
-  ['OTEL_EXPORTER_OTLP_TRACES_HEADERS', { OTEL_EXPORTER_OTLP_TRACES_HEADERS: 'garbage' }, 'Invalid configuration: OTEL_EXPORTER_OTLP_TRACES_HEADERS must be a comma-separated list of name=value pairs, each name a header name and each value percent-encoded without control characters (entry 1 is not)'],
-  ['OTEL_RESOURCE_ATTRIBUTES', { OTEL_RESOURCE_ATTRIBUTES: 'nonsense,x' }, 'Invalid configuration: OTEL_RESOURCE_ATTRIBUTES must be a comma-separated list of key=value pairs, each percent-encoded and at most 255 characters decoded (entry 1 is not)'],
-  ['OTEL_RESOURCE_ATTRIBUTES', { OTEL_RESOURCE_ATTRIBUTES: 'team=a%zz' }, 'Invalid configuration: OTEL_RESOURCE_ATTRIBUTES must be a comma-separated list of key=value pairs, each percent-encoded and at most 255 characters decoded (entry 1 is not)'],
+  ['OTEL_EXPORTER_OTLP_HEADERS', { OTEL_EXPORTER_OTLP_HEADERS: 'x-api-key=s3cret%0Ab' }, 'Invalid configuration: OTEL_EXPORTER_OTLP_HEADERS must be a comma-separated list of name=value pairs, each name a header name and each value percent-encoded (a ; as %3B) without control characters (entry 1 is not)'],
+  ['OTEL_EXPORTER_OTLP_HEADERS', { OTEL_EXPORTER_OTLP_HEADERS: 'a=1,bad name=s3cret' }, 'Invalid configuration: OTEL_EXPORTER_OTLP_HEADERS must be a comma-separated list of name=value pairs, each name a header name and each value percent-encoded (a ; as %3B) without control characters (entry 2 is not)'],
+  ['OTEL_EXPORTER_OTLP_TRACES_HEADERS', { OTEL_EXPORTER_OTLP_TRACES_HEADERS: 'garbage' }, 'Invalid configuration: OTEL_EXPORTER_OTLP_TRACES_HEADERS must be a comma-separated list of name=value pairs, each name a header name and each value percent-encoded (a ; as %3B) without control characters (entry 1 is not)'],
+  ['OTEL_RESOURCE_ATTRIBUTES', { OTEL_RESOURCE_ATTRIBUTES: 'nonsense,x' }, 'Invalid configuration: OTEL_RESOURCE_ATTRIBUTES must be a comma-separated list of key=value pairs, each percent-encoded (an = as %3D) and at most 255 characters decoded (entry 1 is not)'],
+  ['OTEL_EXPORTER_OTLP_HEADERS', { OTEL_EXPORTER_OTLP_HEADERS: 'authorization=Basic abc;def' }, 'Invalid configuration: OTEL_EXPORTER_OTLP_HEADERS must be a comma-separated list of name=value pairs, each name a header name and each value percent-encoded (a ; as %3B) without control characters (entry 1 is not)'],
+  ['OTEL_RESOURCE_ATTRIBUTES', { OTEL_RESOURCE_ATTRIBUTES: 'team=a=b,deployment.environment=prod' }, 'Invalid configuration: OTEL_RESOURCE_ATTRIBUTES must be a comma-separated list of key=value pairs, each percent-encoded (an = as %3D) and at most 255 characters decoded (entry 1 is not)'],
+  ['OTEL_RESOURCE_ATTRIBUTES', { OTEL_RESOURCE_ATTRIBUTES: 'team=a%zz' }, 'Invalid configuration: OTEL_RESOURCE_ATTRIBUTES must be a comma-separated list of key=value pairs, each percent-encoded (an = as %3D) and at most 255 characters decoded (entry 1 is not)'],
   ['OTEL_EXPORTER_OTLP_TIMEOUT', { OTEL_EXPORTER_OTLP_TIMEOUT: 'abc' }, 'Invalid configuration: OTEL_EXPORTER_OTLP_TIMEOUT must be an integer from 1 to 3600000 (milliseconds) (got "abc")'],
   ['JWT_ISSUER', { JWT_ISSUER: '   ' }, 'Invalid configuration: JWT_ISSUER must be a string with something other than spaces, up to 255 characters (got "   ")']
 ]
