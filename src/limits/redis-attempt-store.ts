@@ -114,8 +114,13 @@ export function createFallbackStore (primary: AttemptStore, local: MemoryAttempt
   return {
     /** What must reach Redis before counting is shared again: the outcomes never answered, then the write-back. */
     async catchUp () {
-      await unanswered.resend()
-      return await writeBack.catchUp()
+      // An outcome left unanswered during the write-back is sent before counting is shared too.
+      let written = 0
+      do {
+        await unanswered.resend()
+        written += await writeBack.catchUp()
+      } while (unanswered.pending() > 0)
+      return written
     },
     async take (counters, windowMs) {
       if (!counting.isShared()) {

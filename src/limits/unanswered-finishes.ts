@@ -22,23 +22,25 @@ interface Unanswered { readonly send: () => Promise<void>, readonly counters: re
  * counting twice at worst, never nowhere (docs/decisions.md).
  */
 export function createUnansweredFinishes (writeBack: WriteBack, { max = 100_000, now = Date.now } = {}) {
-  let unanswered: Unanswered[] = []
+  const unanswered: Unanswered[] = []
   return {
     add (entry: Unanswered): void {
       if (unanswered.length < max) unanswered.push(entry)
       else writeBack.record(entry.counters, entry.outcome)
     },
+    /** How many wait to be sent again. */
+    pending: (): number => unanswered.length,
     /** Sends each again, oldest first; stops at the first that fails, to go on at the next catch-up. */
     async resend (): Promise<void> {
       while (unanswered.length > 0) {
-        const [next] = unanswered
+        const next = unanswered[0]
         try {
           await next.send()
         } catch (error) {
           if (!(error instanceof UnheardAttemptError)) throw error
           if (now() - next.takenAt >= IN_FLIGHT_MS) writeBack.record(next.counters, next.outcome)
         }
-        unanswered = unanswered.slice(1)
+        unanswered.shift()
       }
     }
   }

@@ -6,8 +6,11 @@ import { messages } from '../http/messages.js'
 
 // Node's own test of the header (lib/_http_server.js).
 const CONTINUE = /(?:^|\W)100-continue(?:$|\W)/i
-/** RFC 3986's `uri-host [":" port]`: an IP literal, or a name or IPv4 address (empty is allowed: RFC 9112 §3.2). */
-const HOST = /^(?:\[[\w:.~!$&'()*+,;=%-]+\]|[\w.~!$&'()*+,;=%-]*)(?::\d*)?$/
+/**
+ * RFC 3986's `uri-host [":" port]`: an IPv6 literal (with an RFC 6874 zone) or an IPvFuture one,
+ * or a name or IPv4 address with percent-escapes (empty is allowed: RFC 9112 §3.2).
+ */
+const HOST = /^(?:\[(?:[0-9A-Fa-f:.]+(?:%25[\w.~-]+)?|v[0-9A-Fa-f]+\.[\w.~!$&'()*+,;=:-]+)\]|(?:[\w.~!$&'()*+,;=-]|%[0-9A-Fa-f]{2})*)(?::\d*)?$/
 
 declare module 'fastify' {
   interface FastifyInstance {

@@ -25,12 +25,13 @@ export default fp(async function jsonBodyPlugin (app) {
     parse(request, text, done)
   })
   // Any other type: Fastify runs a parser whenever a Content-Type is sent, body or not. With no
-  // body (Content-Length: 0, or neither it nor Transfer-Encoding) the type describes nothing: the
-  // body is absent, as above, rather than 415. A body of another type is 415, refused unread; an
-  // unknown path keeps its 404 (or 401), as without this parser.
+  // body (a Content-Length of 0, or neither it nor Transfer-Encoding) the type describes nothing:
+  // the body is absent, as above, rather than 415. A body of another type is 415, refused unread
+  // (a chunked one too, however short); a path no route serves keeps its 404 (or 401), as without
+  // this parser.
   app.addContentTypeParser('*', function (request, _payload, done) {
     const length = request.headers['content-length']
-    const bodiless = request.headers['transfer-encoding'] === undefined && (length === undefined || length === '0')
+    const bodiless = request.headers['transfer-encoding'] === undefined && (length === undefined || Number(length) === 0)
     if (bodiless || request.is404) return done(null, undefined)
     done(new errorCodes.FST_ERR_CTP_INVALID_MEDIA_TYPE(), undefined)
   })

@@ -114,8 +114,9 @@ export async function startTracing ({ config, onDropped }: TracingOptions): Prom
   const fastifyOtel = instrumentation.plugin()
   return {
     plugin: fp(async function tracingPlugin (app) {
-      // Added before @fastify/otel's own onSend, which ends the server span: a 5xx names its
-      // status in `error.type`, as HTTP's semantic conventions ask.
+      // A hook of every route, so it runs before @fastify/otel's onSend, which each route adds
+      // for itself and which ends the server span: a 5xx names its status in `error.type`, as
+      // HTTP's semantic conventions ask.
       app.addHook('onSend', (request, reply, payload, done) => {
         if (reply.statusCode >= 500) request.opentelemetry().span?.setAttribute('error.type', String(reply.statusCode))
         done(null, payload)

@@ -110,8 +110,9 @@ for (const kind of testDatabases()) {
       const proxy = await createTcpProxy({ host: '127.0.0.1', port: Number(new URL(redis.url).port) })
       t.teardown(proxy.close)
       const { database } = await createTestDatabase(t, kind)
-      // A real argon2 cost, so that each verify outlasts the wait for every attempt to be in flight.
-      const app = await buildCheckedApp(testConfig({ RATE_LIMITS: 'on', REDIS_URL: `redis://127.0.0.1:${proxy.port}`, ARGON2_MEMORY_KIB: '19456', ARGON2_ITERATIONS: '2', HASH_CONCURRENCY: '1' }), { database, seed: true, limitsKeyPrefix: 'ums-own:' })
+      // A high argon2 cost (about 100-200 ms a verify here), so that the first verify outlasts the
+      // wait for every attempt to be in flight, however busy the machine.
+      const app = await buildCheckedApp(testConfig({ RATE_LIMITS: 'on', REDIS_URL: `redis://127.0.0.1:${proxy.port}`, ARGON2_MEMORY_KIB: '65536', ARGON2_ITERATIONS: '3', HASH_CONCURRENCY: '1' }), { database, seed: true, limitsKeyPrefix: 'ums-own:' })
       t.teardown(() => app.close())
       const client = redis.client()
       const pairKey = async () => (await client.keys('ums-own:{login}:pair:*')).find((key) => !key.endsWith(':inflight'))

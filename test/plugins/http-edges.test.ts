@@ -234,13 +234,13 @@ t.test('answers outside the request pipeline have the contract\'s shape, headers
   })
 
   t.test('Host sent twice or not a host (RFC 9112 §3.2): 400 in the contract\'s shape, the connection closed', async (t) => {
-    for (const host of ['Host: a\r\nHost: b', 'Host: a b', 'Host: [::1', 'Host: a/b', 'Host: a:80:80']) {
+    for (const host of ['Host: a\r\nHost: b', 'Host: a b', 'Host: [::1', 'Host: a/b', 'Host: a:80:80', 'Host: [zz]', 'Host: a%zz']) {
       const { response, body, connection } = await exchange(t, `GET /users/me HTTP/1.1\r\n${host}\r\nAuthorization: Bearer ${userToken}\r\n\r\n`)
       t.strictSame([response.status, body, response.headers.connection], [400, { statusCode: 400, error: 'Bad Request', message: 'Petición no válida' }, 'close'], JSON.stringify(host))
       t.ok(await connection.until(() => connection.closed, 2000), `${JSON.stringify(host)}: closed`)
     }
     // Any host's form is served: a name with a port, IPv4, an IP literal, and the empty value RFC 9112 allows.
-    for (const host of ['Host: api.example.com:8080', 'Host: 10.0.0.5', 'Host: [::1]:80', 'Host: [fe80::1%25eth0]', 'Host: ']) {
+    for (const host of ['Host: api.example.com:8080', 'Host: 10.0.0.5', 'Host: [::1]:80', 'Host: [fe80::1%25eth0]', 'Host: [v1.fe80::a+en1]', 'Host: caf%C3%A9.example', 'Host: ']) {
       const { response, body } = await exchange(t, `GET /users/me HTTP/1.1\r\n${host}\r\nAuthorization: Bearer ${userToken}\r\n\r\n`)
       t.strictSame([response.status, body], [200, { id: seedAccounts.user.id, username: seedAccounts.user.username, email: seedAccounts.user.email, role: 'ROLE_USER' }], JSON.stringify(host))
     }
