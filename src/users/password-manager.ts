@@ -59,6 +59,7 @@ export function hashWithSalt (options: HashOptions, password: string): Promise<s
 }
 
 const LONE_SURROGATE = /\p{Cs}/u
+const LONE_SURROGATES = /\p{Cs}/gu
 
 /**
  * What argon2 hashes of a password: its UTF-8. A JSON string may hold an unpaired surrogate
@@ -124,17 +125,21 @@ export function createPasswordManager ({ cost, concurrency, onTiming }: Password
       }
       const account = await find()
       const bytes = passwordBytes(password)
-      const verify = (stored: string) => inSlot('verify', () => argon2.verify(stored, bytes))
+      const verify = (stored: string, as: string | Buffer = bytes) => inSlot('verify', () => argon2.verify(stored, as))
       // A hash made before the cost was raised verifies faster than the dummy an unknown e-mail
       // meets: a verify at the configured cost runs beside it, so the answer takes as long as
       // either (CONTRACT §3: timing does not reveal which e-mails exist). Until the next login
       // re-hashes it; a hash stronger than the cost (the cost lowered) is not evened out.
       const weaker = account !== undefined && weakerThan(account.passwordHash, cost)
-      const matches = weaker
+      let matches = weaker
         ? (await Promise.all([verify(account.passwordHash), verify(dummyHash)]))[0]
         : await verify(account?.passwordHash ?? dummyHash)
+      // A password with an unpaired surrogate stored before passwordBytes was hashed with U+FFFD
+      // in its place: checked so too (an unknown e-mail as well, for the same time), and re-hashed.
+      const legacy = !matches && bytes !== password && await verify(account?.passwordHash ?? dummyHash, password.replace(LONE_SURROGATES, '\ufffd'))
+      matches ||= legacy
       const valid = matches && account !== undefined
-      return { account, valid, needsRehash: valid && weaker }
+      return { account, valid, needsRehash: valid && (weaker || legacy) }
     }
   }
 }

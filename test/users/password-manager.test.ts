@@ -41,6 +41,16 @@ t.test('passwords that differ only in an unpaired surrogate are different passwo
   t.equal((await checkLogin('Ñandú123😀', async () => ({ passwordHash: earlier }) as never)).valid, true, 'a hash argon2 made of the string still verifies')
 })
 
+// Hashed before passwordBytes, such a password's stored hash is of U+FFFD in place of the surrogate.
+t.test('a hash of a password with an unpaired surrogate made before still logs in, and asks to be re-hashed', async (t) => {
+  const { checkLogin } = createPasswordManager({ cost, concurrency: 1 })
+  const earlier = { passwordHash: await argon2.hash('Aa1xxxx\ufffd', argon2Options(cost)) }
+  const outcome = await checkLogin('Aa1xxxx\ud800', async () => earlier as never)
+  t.strictSame([outcome.valid, outcome.needsRehash], [true, true])
+  const wrong = await checkLogin('Bb2yyyy\ud800', async () => earlier as never)
+  t.strictSame([wrong.valid, wrong.needsRehash], [false, false])
+})
+
 // CONTRACT §3: an unknown e-mail is checked against a dummy hash "so timing does not reveal which
 // e-mails exist". A stored hash of a weaker cost (made before the cost was raised) verifies faster
 // than that dummy: a failed check against it pays a verify at the configured cost too, alongside.
