@@ -1,6 +1,6 @@
 import { connect, type Socket } from 'node:net'
 import { describeHost, type DatabaseHost, type SslMode } from '../config/database-url.js'
-import { negotiateTls, type TlsSettings } from './tls.js'
+import { TlsHandshakeError, negotiateTls, type TlsSettings } from './tls.js'
 
 /** A TCP connect (or a socket folder's connect) that did not complete in time. */
 class ConnectTimeoutError extends Error {
@@ -12,6 +12,17 @@ class ConnectTimeoutError extends Error {
  * `timeoutMs`. Resolves with the socket that carries the protocol.
  */
 export function connectTo (target: DatabaseHost, sslMode: SslMode, tls: TlsSettings | null, timeoutMs: number): Promise<Socket> {
+  const started = Date.now()
+  const secure = connectOnce(target, sslMode, tls, timeoutMs)
+  if (!tls || tls.required) return secure
+  // libpq's `prefer`: a TLS connection that fails is tried again without TLS, within the same bound.
+  return secure.catch((error: unknown) => {
+    if (!(error instanceof TlsHandshakeError)) throw error
+    return connectOnce(target, 'disable', null, Math.max(1, timeoutMs - (Date.now() - started)))
+  })
+}
+
+function connectOnce (target: DatabaseHost, sslMode: SslMode, tls: TlsSettings | null, timeoutMs: number): Promise<Socket> {
   const { host, port } = target
   return new Promise((resolve, reject) => {
     const raw = host.startsWith('/') ? connect(`${host}/.s.PGSQL.${port}`) : connect(port, host)

@@ -16,6 +16,21 @@ class TlsRefusedError extends Error {
   readonly code = 'UMS_DB_TLS_REFUSED'
 }
 
+/**
+ * The TLS handshake with a host failed: its certificate (Node's code kept, UNABLE_TO_VERIFY_…,
+ * for the log and the 503), or an alert from the server. Names the host, which Node's error does
+ * not, and OpenSSL's reason alone where its message is a library's trace.
+ */
+export class TlsHandshakeError extends Error {
+  readonly code: string | undefined
+  constructor (server: string, cause: Error & { code?: string }) {
+    // Not chained as its cause: the log names the deepest link, which would be Node's, without the host.
+    super(`${server} failed the TLS handshake: ${/SSL routines:[^:]*:([^:]+)/.exec(cause.message)?.[1] ?? cause.message}`)
+    this.name = 'TlsHandshakeError'
+    this.code = cause.code
+  }
+}
+
 export interface TlsSettings {
   /** Node's options for the handshake (the socket and host are added per connection). */
   readonly options: ConnectionOptions
@@ -101,8 +116,9 @@ export function negotiateTls (raw: Socket, { host, port }: DatabaseHost, sslMode
           raw.destroy()
           return reject(error)
         }
-        secure.once('error', reject)
-        secure.once('secureConnect', () => { secure.removeListener('error', reject); resolve(secure) })
+        const failed = (error: Error) => reject(new TlsHandshakeError(describeHost({ host, port }), error))
+        secure.once('error', failed)
+        secure.once('secureConnect', () => { secure.removeListener('error', failed); resolve(secure) })
       } else if (answer[0] === 0x45) {
         // A postmaster that cannot start a backend says so in text, before reading the request.
         reject(new StartupRefusedError(describeHost({ host, port }), refusalIn(answer)))

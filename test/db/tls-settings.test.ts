@@ -5,6 +5,9 @@ import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { parseDatabaseUrl } from '../../src/config/database-url.js'
 import { negotiateTls, tlsSettings } from '../../src/db/tls.js'
+import { connectTo } from '../../src/db/connect-to.js'
+import { TLSSocket } from 'node:tls'
+import { until } from '../deploy/processes.js'
 import { createCertificates } from '../support/pg-certificates.js'
 import { spawnSync } from 'node:child_process'
 
@@ -58,4 +61,32 @@ t.test('a handshake that cannot start fails its connection, not the process', as
     .then(() => 'connected', (error: { code?: string }) => error.code ?? 'failed')
   t.match(outcome, /^ERR_/, 'rejected with the error')
   t.ok(raw.destroyed, 'the socket is gone')
+})
+
+// libpq's prefer: "first try an SSL connection; if that fails, try a non-SSL connection".
+t.test('with prefer, a handshake that fails is tried again without TLS; with require it fails naming the host', async (t) => {
+  const firsts: string[] = []
+  const server = createServer((socket) => {
+    socket.on('error', () => {})
+    socket.once('data', (first) => {
+      const sslRequest = first.length === 8 && first.readUInt32BE(4) === 80877103
+      firsts.push(sslRequest ? 'SSLRequest' : 'startup')
+      // Yes to TLS, then, to the client's hello, bytes no TLS client can read.
+      if (sslRequest) {
+        socket.write('S')
+        socket.once('data', () => socket.write('HTTP/1.1 400 Bad Request\r\n\r\n'))
+      }
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())))
+  const { port } = server.address() as AddressInfo
+  const target = { host: '127.0.0.1', port }
+  const plain = await connectTo(target, 'prefer', settings('sslmode=prefer'), 2000)
+  plain.write(Buffer.from([0, 0, 0, 8, 0, 3, 0, 0]))
+  await until('the startup message arrives', () => firsts.length === 2, 2000)
+  t.strictSame([firsts, plain instanceof TLSSocket], [['SSLRequest', 'startup'], false], 'the second connection in plain text')
+  plain.destroy()
+  const required = await connectTo(target, 'require', settings('sslmode=require'), 2000).then(() => 'connected', (error: Error & { code?: string }) => `${error.name} ${error.code}: ${error.message}`)
+  t.match(required, new RegExp(`^TlsHandshakeError ERR_SSL_WRONG_VERSION_NUMBER: 127\\.0\\.0\\.1:${port} failed the TLS handshake: wrong version number$`))
 })
