@@ -90,6 +90,10 @@ export function parseDatabaseUrl (url: string): DatabaseTarget {
   const sslKey = params.get('sslkey') ?? undefined
   if ((sslCert === undefined) !== (sslKey === undefined)) throw new DatabaseUrlError('sslcert and sslkey go together (a client certificate and its key)')
   const sslRootCert = params.get('sslrootcert') ?? undefined
+  // libpq 16: the public CAs make only full verification worth anything; a weaker sslmode named beside them is refused.
+  if (sslRootCert === 'system' && params.has('sslmode') && sslMode !== 'verify-full') {
+    throw new DatabaseUrlError(`sslmode=${sslMode} may not be used with sslrootcert=system: use verify-full, or leave sslmode out`)
+  }
   // libpq: a root certificate makes `require` verify the chain, as `verify-ca` does.
   const effectiveMode: SslMode = sslRootCert === 'system' ? 'verify-full' : sslMode === 'require' && sslRootCert ? 'verify-ca' : sslMode
   const host = hosts.find((h) => h.host.startsWith('/'))

@@ -24,6 +24,11 @@ t.test('sslmode with libpq\'s meanings: a root certificate makes require verify 
   t.equal(parseDatabaseUrl('postgres://db/u?sslmode=require').sslMode, 'require')
   t.equal(parseDatabaseUrl('postgres://db/u?sslmode=require&sslrootcert=/ca.crt').sslMode, 'verify-ca')
   t.equal(parseDatabaseUrl('postgres://db/u?sslrootcert=system').sslMode, 'verify-full')
+  t.equal(parseDatabaseUrl('postgres://db/u?sslmode=verify-full&sslrootcert=system').sslMode, 'verify-full')
+  // libpq 16 refuses a weaker mode named beside the public CAs, rather than upgrading it unasked.
+  for (const mode of ['disable', 'prefer', 'require', 'verify-ca']) {
+    t.throws(() => parseDatabaseUrl(`postgres://db/u?sslmode=${mode}&sslrootcert=system`), { message: `sslmode=${mode} may not be used with sslrootcert=system: use verify-full, or leave sslmode out` }, mode)
+  }
   t.strictSame(parseDatabaseUrl('postgres://db/u?sslmode=verify-full&sslrootcert=/ca.crt&sslcert=/c.crt&sslkey=/c.key'),
     { ...parseDatabaseUrl('postgres://db/u'), sslMode: 'verify-full', sslRootCert: '/ca.crt', sslCert: '/c.crt', sslKey: '/c.key' })
   t.throws(() => parseDatabaseUrl('postgres:///u?host=/run/postgresql'), { message: 'parameter "host" is not supported (supported: sslmode, sslrootcert, sslcert, sslkey, target_session_attrs, application_name)' })
