@@ -6,6 +6,7 @@ import { baseLoggerOptions } from '../../src/telemetry/logger.js'
 import { startTracing } from '../../src/telemetry/otel.js'
 import { assertLoggedIn, assertSignedUp, build, captureLog, redisSkipReason, redisPrefix, seedAccounts, testConfig, testDatabases, TEST_REDIS_URL } from '../helper.js'
 import { otlpReceiver, type ReceivedSpan } from '../support/otlp-receiver.js'
+import { until } from '../deploy/processes.js'
 
 // The SDK is process-wide (one tracer provider, one context manager), as in the service: this
 // file starts it once, against a receiver of its own, and every test here shares it.
@@ -171,6 +172,8 @@ t.test('no password, hash, e-mail, token or query parameter in any span or attri
 t.test('the limits\' calls to Redis have spans of their own, named, without their keys', { skip: redisSkip }, async (t) => {
   const limitsKeyPrefix = redisPrefix(t)
   const app = await build(t, 'pglite', { tracing, limitsKeyPrefix, env: { RATE_LIMITS: 'on', REDIS_URL: TEST_REDIS_URL } })
+  // Counting goes to Redis once its connection is up and the catch-up ran: on a busy machine, after the app is ready.
+  await until('counting shared', () => app.limitsCounting?.isShared() === true, 10_000)
   const traceId = 'e3b0c44298fc1c149afbf4c8996fb924'
   const headers = { traceparent: `00-${traceId}-${CALLER_SPAN}-01` }
   const account = { username: 'redistraced', email: 'redis.traced@example.com' }
