@@ -112,9 +112,8 @@ export function createFallbackStore (primary: AttemptStore, local: MemoryAttempt
     return { status: 'counted', attempt: { finish } }
   }
   return {
-    /** What must reach Redis before counting is shared again: the outcomes never answered, then the write-back. */
+    /** What must reach Redis before counting is shared: the outcomes never answered (those of the write-back's time too), the write-back. */
     async catchUp () {
-      // An outcome left unanswered during the write-back is sent before counting is shared too.
       let written = 0
       do {
         await unanswered.resend()
@@ -142,10 +141,7 @@ export function createFallbackStore (primary: AttemptStore, local: MemoryAttempt
       // Never refused: the mirror only counts, Redis decides.
       const mirror = await local.take(counters.map(({ key }) => ({ key, max: Infinity })), windowMs)
       const finish = async (outcome: Outcome) => {
-        await Promise.all([
-          finishShared(outcome),
-          mirror.status === 'counted' ? mirror.attempt.finish(outcome) : undefined
-        ])
+        await Promise.all([finishShared(outcome), mirror.status === 'counted' ? mirror.attempt.finish(outcome) : undefined])
       }
       // An outcome that cannot be sent is written back later, as is one Redis no longer held the
       // attempt of (it lost its keys). One sent and not answered is sent again (src/limits/unanswered-finishes.ts).
