@@ -9,9 +9,8 @@ import { UnheardAttemptError, createUnansweredFinishes } from './unanswered-fini
 
 // The memory store's semantics, atomic on the Redis server. KEYS: each counter's failures key,
 // then its in-flight key. The caller gives every key one hash tag, so a Redis Cluster runs it.
-// Attempts in flight are a sorted set of attempt ids scored by when they stop counting: an
-// attempt whose finish never arrives (its instance died, or its timed-out command ran after a
-// pause) drops out after IN_FLIGHT_MS however busy the counter stays.
+// Attempts in flight are a sorted set of ids scored by when they stop counting: one whose finish
+// never arrives (its instance died) drops out after IN_FLIGHT_MS however busy the counter stays.
 const TAKE = `
 local window, hold, id = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 local time = redis.call('TIME')
@@ -39,14 +38,16 @@ if result[1] == 0 then
 end
 return result
 `
-// An outcome counts only while its attempt is in flight: sent twice (its first answer lost), it
-// counts once. Returns 1 when it was applied.
+// An outcome counts only while its attempt is in flight (sent twice, it counts once); returns 1 if
+// applied. Counters it starts end at one instant: of two locks begun together, the pair is reported.
 const FINISH = `
 local applied = 0
+local time = redis.call('TIME')
+local ends = time[1] * 1000 + math.floor(time[2] / 1000) + tonumber(ARGV[1])
 for i = 1, #KEYS / 2 do
   if redis.call('ZREM', KEYS[2 * i], ARGV[3]) == 1 then
     applied = 1
-    if ARGV[2] == 'failure' and redis.call('INCR', KEYS[2 * i - 1]) == 1 then redis.call('PEXPIRE', KEYS[2 * i - 1], ARGV[1]) end
+    if ARGV[2] == 'failure' and redis.call('INCR', KEYS[2 * i - 1]) == 1 then redis.call('PEXPIREAT', KEYS[2 * i - 1], ends) end
   end
 end
 if ARGV[2] == 'success' and applied == 1 then redis.call('DEL', KEYS[1]) end
