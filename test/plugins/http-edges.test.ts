@@ -246,6 +246,12 @@ t.test('answers outside the request pipeline have the contract\'s shape, headers
     }
   })
 
+  // Fastify runs a parser whenever a Content-Type is sent: a length of 0, however written, is no body.
+  t.test('a sign-up whose Content-Type is not JSON and whose Content-Length is 00 has an absent body: 400', async (t) => {
+    const { response, body } = await exchange(t, 'POST /auth/signup HTTP/1.1\r\nHost: localhost\r\nContent-Type: text/plain\r\nContent-Length: 00\r\n\r\n')
+    t.strictSame([response.status, body], [400, { statusCode: 400, error: 'Bad Request', message: 'El cuerpo de la petición es obligatorio' }])
+  })
+
   t.test('two Authorization headers are one ambiguous credential: 401 Token inválido, whichever comes first', async (t) => {
     const admin = await login(app, seedAccounts.admin.email, seedAccounts.admin.password)
     for (const [first, second] of [[userToken, admin], [admin, userToken], [admin, 'garbage']]) {
