@@ -1,4 +1,7 @@
 import { describeHost, type DatabaseTarget } from '../config/database-url.js'
+import { NotReadyError } from './pg-errors.js'
+
+const RESET = new Set<unknown>(['ECONNRESET', 'EPIPE'])
 
 /** No host of the URL took a connection while a client started: the hosts, and the last failure. */
 export class StartTimeoutError extends Error {
@@ -70,6 +73,8 @@ export function createStartBound (target: DatabaseTarget, connectTimeoutMs: numb
           try {
             return await ask()
           } catch (error) {
+            // Reset before ready, a single host's connection fails in Node's words, which name no host.
+            if (single && readyConnections === readyBefore && RESET.has((error as { code?: unknown }).code)) throw new NotReadyError(hosts, true)
             if (single || (error as { code?: unknown }).code !== 'CONNECT_TIMEOUT') throw error
             if (attempt >= target.hosts.length) throw new StartTimeoutError(`no host of ${hosts} took a connection; the last failure: ${(error as Error).message}`)
           }

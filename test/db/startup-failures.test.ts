@@ -58,6 +58,9 @@ const peers: Array<[string, (socket: Socket) => void, string, (port: number) => 
   // A PostgreSQL that cannot start a backend: the postmaster writes a line of text and hangs up.
   ...['sslmode=disable', 'sslmode=prefer'].map((sslmode): typeof peers[number] => ['a postmaster that cannot fork, with ' + sslmode, (socket) => socket.end('Ecould not fork new process for connection: Cannot allocate memory\n\u0000'), sslmode,
     (port) => new RegExp(`^Startup failed: StartupRefusedError UMS_DB_STARTUP_REFUSED: 127\\.0\\.0\\.1:${port} refused the connection: could not fork new process for connection: Cannot allocate memory$`)]),
+  // A reset (RST) instead of a close: Node's ECONNRESET, which names no host.
+  ['a proxy that resets each connection', (socket) => socket.once('data', () => socket.resetAndDestroy()), 'sslmode=disable',
+    (port) => new RegExp(`^Startup failed: NotReadyError UMS_DB_CLOSED_EARLY: 127\\.0\\.0\\.1:${port} closed the connection before it was ready$`)],
   ['a server that never answers', () => {}, 'sslmode=disable',
     (port) => new RegExp(`^Startup failed: Error CONNECT_TIMEOUT: write CONNECT_TIMEOUT 127\\.0\\.0\\.1:${port}$`)],
   ...['sslmode=disable', 'sslmode=prefer'].map((sslmode): typeof peers[number] => ['a proxy that closes each connection at once, with ' + sslmode, (socket) => socket.end(), sslmode,
