@@ -64,11 +64,16 @@ export function databaseUnavailable (error: unknown): boolean {
 
 // 08: connection exception; 25006: read-only transaction (a standby, a demoted primary); 57P0x:
 // admin/crash shutdown, cannot connect now; 57014: canceled (timeout); 53: insufficient resources;
-// 42P01, 42703: no such table or column, a schema behind the code (MIGRATIONS=off before migrate);
-// 28: the role may not log in; 3D000: the database is gone.
+// a schema behind the code (behindMigrations); 28: the role may not log in; 3D000: the database is gone.
 const unavailableSqlState = (sqlState: string): boolean =>
   sqlState.startsWith('08') || sqlState === '25006' || sqlState.startsWith('57P') || sqlState === '57014' || sqlState.startsWith('53') ||
-  sqlState === '42P01' || sqlState === '42703' || sqlState.startsWith('28') || sqlState === '3D000'
+  behindCode(sqlState) || sqlState.startsWith('28') || sqlState === '3D000'
+
+// 42P01, 42703: no such table or column.
+const behindCode = (sqlState: string | undefined): boolean => sqlState === '42P01' || sqlState === '42703'
+
+/** The database's schema is behind this release's (MIGRATIONS=off before `migrate`): no such table or column. */
+export const behindMigrations = (error: unknown): boolean => behindCode(sqlStateOf(error))
 
 const severityOf = (error: unknown): unknown => (error as { severity?: unknown } | undefined)?.severity
 /** An error the server sent (an ErrorResponse, ERROR or FATAL), not the client's nor the network's. */

@@ -3,7 +3,7 @@ import { existsSync, readFileSync } from 'node:fs'
 import { isIP, type Socket } from 'node:net'
 import { homedir } from 'node:os'
 import { join } from 'node:path'
-import { connect, createSecureContext, type ConnectionOptions } from 'node:tls'
+import { connect, createSecureContext, type ConnectionOptions, type SecureContext } from 'node:tls'
 import { DatabaseUrlError, describeHost, type DatabaseHost, type DatabaseTarget, type SslMode } from '../config/database-url.js'
 import { NotPostgresError, StartupRefusedError, refusalIn } from './startup-answer.js'
 import { NotReadyError } from './pg-errors.js'
@@ -46,16 +46,22 @@ function readPem (parameter: string, path: string): Buffer {
   }
 }
 
-/** The client certificate and key, loaded as a handshake would load them: a pair that does not fit stops the start. */
+/** The client certificate and key, read: `secureContext` below loads them. */
 function clientIdentity (cert: string, key: string): { cert: Buffer, key: Buffer } {
-  const pair = { cert: readPem('sslcert', cert), key: readPem('sslkey', key) }
+  return { cert: readPem('sslcert', cert), key: readPem('sslkey', key) }
+}
+
+/**
+ * The handshakes' one context, made here rather than by each connection: a client certificate and
+ * key that do not fit stop the start, never a running instance's handshake.
+ */
+function secureContext (target: DatabaseTarget, files: { cert?: Buffer, key?: Buffer, ca?: Buffer }): { secureContext: SecureContext } {
   try {
-    createSecureContext(pair)
+    return { secureContext: createSecureContext(files) }
   } catch (error) {
     // The code only (ERR_OSSL_X509_KEY_VALUES_MISMATCH, ERR_OSSL_BAD_DECRYPT…): OpenSSL's text is no clearer, and nothing of the key is quoted.
-    throw new DatabaseUrlError(`sslcert ${cert} and sslkey ${key} cannot be used together (${(error as { code?: string }).code ?? 'not a certificate and its unencrypted key'})`)
+    throw new DatabaseUrlError(`sslcert ${target.sslCert} and sslkey ${target.sslKey} cannot be used together (${(error as { code?: string }).code ?? 'not a certificate and its unencrypted key'})`)
   }
-  return pair
 }
 
 /** The CAs a verifying mode trusts: `sslrootcert`'s file, libpq's default file, or Node's public CAs for `system`. */
@@ -86,10 +92,10 @@ export function tlsSettings (target: DatabaseTarget): TlsSettings | null {
   if (target.sslMode === 'disable') return null
   const client = target.sslCert && target.sslKey ? clientIdentity(target.sslCert, target.sslKey) : {}
   if (target.sslMode === 'allow' || target.sslMode === 'prefer' || target.sslMode === 'require') {
-    return { options: { ...client, rejectUnauthorized: false }, required: target.sslMode === 'require' }
+    return { options: { ...secureContext(target, client), rejectUnauthorized: false }, required: target.sslMode === 'require' }
   }
   const identity = target.sslMode === 'verify-ca' ? { checkServerIdentity: () => undefined } : {}
-  return { options: { ...client, ...trustedRoots(target), ...identity, rejectUnauthorized: true }, required: true }
+  return { options: { ...secureContext(target, { ...client, ...trustedRoots(target) }), ...identity, rejectUnauthorized: true }, required: true }
 }
 
 /**

@@ -4,7 +4,7 @@ import { Writable } from 'node:stream'
 import { Value } from '@sinclair/typebox/value'
 import type { Config } from '../config/index.js'
 import { NoPersistentDatabaseError, openDatabase } from '../db/open-database.js'
-import { sqlStateOf } from '../db/pg-errors.js'
+import { behindMigrations } from '../db/pg-errors.js'
 import { DuplicateUserError } from '../http/errors.js'
 import { duplicateFields, fieldErrors } from '../http/error-bodies.js'
 import { compileBodyValidator } from '../http/validation.js'
@@ -58,8 +58,7 @@ async function withUsers<T> (config: Config, work: (users: UsersRepository) => P
     return await work(createUsersRepository(database))
   } catch (error) {
     // MIGRATIONS=off, as on the instances, against a database nobody migrated yet.
-    const sqlState = sqlStateOf(error)
-    if (sqlState === '42P01' || sqlState === '42703') throw new CliError('The database is behind this release\'s migrations (no users table, or a column missing): run `migrate` first.')
+    if (behindMigrations(error)) throw new CliError('The database is behind this release\'s migrations (no users table, or a column missing): run `migrate` first.')
     throw error
   } finally {
     await database.close()

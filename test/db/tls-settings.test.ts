@@ -43,7 +43,7 @@ t.test('verify-ca and verify-full need a CA: sslrootcert, libpq\'s default file,
   for (const mode of ['verify-ca', 'verify-full']) {
     t.throws(() => settings(`sslmode=${mode}`), { message: `sslmode=${mode} needs sslrootcert: the file of the CA that signed the server's certificate, or system with verify-full (${join(dir, 'home', '.postgresql', 'root.crt')}, libpq's default, does not exist)` })
   }
-  t.strictSame(Object.keys(settings('sslmode=verify-full&sslrootcert=system')!.options).sort(), ['rejectUnauthorized'], 'system: Node\'s own CAs')
+  t.strictSame(Object.keys(settings('sslmode=verify-full&sslrootcert=system')!.options).sort(), ['rejectUnauthorized', 'secureContext'], 'system: Node\'s own CAs, no file')
   const notPem = join(dir, 'not-a-certificate.txt')
   writeFileSync(notPem, 'hello\n')
   t.throws(() => settings(`sslmode=verify-ca&sslrootcert=${notPem}`), { message: `sslrootcert ${notPem} holds no PEM certificate` })
