@@ -26,7 +26,9 @@ import { deferredChildLogger, requestLogHook } from './telemetry/request-log.js'
 import authRoutes from './routes/auth.js'
 import usersRoutes from './routes/users.js'
 import adminRoutes from './routes/admin.js'
-import { docsOrigins, openApiOptions, sharedSchemas } from './schemas/openapi.js'
+import { docsOrigins, openApiOptions } from './schemas/openapi.js'
+import { userSchemas } from './schemas/users.js'
+import { errorSchemas } from './http/error-responses.js'
 import { REQUEST_ID_PATTERN } from './schemas/responses.js'
 import { ajvOptions } from './http/validation.js'
 import { ANSWER_HEADERS, corsOptions } from './http/headers.js'
@@ -109,7 +111,7 @@ export async function buildApp (config: Config, deps: AppDependencies = {}) {
   // error handler set when it was added.
   await app.register(errorHandlerPlugin)
   // Bodies and answers referenced by $id from the routes: named components in the OpenAPI document.
-  for (const schema of sharedSchemas) app.addSchema(schema)
+  for (const schema of [...errorSchemas, ...userSchemas]) app.addSchema(schema)
   // No CORS headers unless origins are listed (CONTRACT §4), except that in development "Try it
   // out" on the docs page (the management listener, another origin) works out of the box.
   const origins = [...config.corsOrigins, ...(config.profile === 'development' ? docsOrigins(config) : [])]

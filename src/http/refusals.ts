@@ -5,8 +5,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { httpError } from './error-bodies.js'
 import { ANSWER_HEADERS } from './headers.js'
 import { messages } from './messages.js'
-import { UNMATCHED_ROUTE } from '../telemetry/metrics.js'
-import { unmatchedPath } from '../telemetry/request-log.js'
+import { UNMATCHED_ROUTE, unmatchedPath } from './request-path.js'
 
 /*
  * Answers for requests that never reach a route handler: what Node's HTTP parser refuses, and

@@ -103,8 +103,9 @@ function migrationsHead (): { count: number, when: number } {
 
 /**
  * Drizzle's migrator records each applied migration with the journal's `when`, and applies
- * whatever is newer than the latest record; so the database is at head when it holds as
- * many records as the journal has entries and the latest is the journal's newest.
+ * whatever is newer than the latest record; so the database is at head when it holds at
+ * least as many records as the journal has entries and its latest is no older than the
+ * journal's newest (a newer release's migrations count as at head: operations.md).
  */
 async function migrationsAtHead (api: App, head: { count: number, when: number }): Promise<boolean> {
   const state = await api.database.migrationState(CHECK_TIMEOUT_MS)

@@ -1,5 +1,6 @@
 import fp from 'fastify-plugin'
-import { createMetrics, UNMATCHED_ROUTE, type Metrics } from '../telemetry/metrics.js'
+import { createMetrics, type Metrics } from '../telemetry/metrics.js'
+import { UNMATCHED_ROUTE } from '../http/request-path.js'
 
 declare module 'fastify' {
   interface FastifyInstance {

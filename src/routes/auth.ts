@@ -5,7 +5,7 @@ import { messages } from '../http/messages.js'
 import { FAMILIAR_MS, LOGIN_LIMITS, LOGIN_WINDOW_MS, SIGNUP_LIMIT } from '../limits/policy.js'
 import { requestSecurityEvent } from '../telemetry/security-events.js'
 import { ref } from '../schemas/common.js'
-import { badRequestReply, commonReplies, duplicateReply, errorReply, unavailableReply } from '../schemas/error-responses.js'
+import { badRequestReply, commonReplies, duplicateReply, errorReply, unavailableReply } from '../http/error-responses.js'
 import { headers, jsonResponse } from '../schemas/responses.js'
 import { LoginBody, LoginResponse, SignupBody, SignupResponse, loginExample } from '../schemas/users.js'
 

@@ -39,8 +39,8 @@ export const NewPassword = Type.String({
 export const Password = Type.String({ not: empty, examples: ['Secreto123'] })
 
 /**
- * A reference to a schema registered with `app.addSchema` (see `sharedSchemas`), typed as the
- * schema itself. Each such schema is one named component of the OpenAPI document, where an
+ * A reference to a schema registered with `app.addSchema` (app.ts: `userSchemas`, `errorSchemas`),
+ * typed as the schema itself. Each such schema is one named component of the OpenAPI document, where an
  * inline copy would be anonymous (TypeBox 0.34's own recipe for the deprecated `Ref(schema)`).
  */
 export function ref<T extends TSchema> (schema: T) {

@@ -1,10 +1,5 @@
 import type { FastifyDynamicSwaggerOptions } from '@fastify/swagger'
 import type { Config } from '../config/index.js'
-import { errorSchemas } from './error-responses.js'
-import { userSchemas } from './users.js'
-
-/** Registered with `app.addSchema`: each is referenced by its $id and named in the OpenAPI document. */
-export const sharedSchemas = [...errorSchemas, ...userSchemas]
 
 const WILDCARD_OR_LOOPBACK = new Set(['0.0.0.0', '::', '127.0.0.1', '::1', 'localhost'])
 

@@ -2,8 +2,8 @@ import { Type, type Static } from '@sinclair/typebox'
 import { Email, Id, NewPassword, Password, Role, Username, ref } from './common.js'
 import { USERNAME_LENGTH } from './user-rules.js'
 
-// Each schema has an $id: it is registered once (`sharedSchemas`) and is a named component of
-// the OpenAPI document. Bodies accept unknown fields (CONTRACT §5); answers have exactly theirs.
+// Each schema has an $id: it is registered once (app.ts) and is a named component of the OpenAPI
+// document. Bodies accept unknown fields (CONTRACT §5); answers have exactly theirs.
 
 export const SignupBody = Type.Object({ username: Username, email: Email, password: NewPassword }, {
   $id: 'SignupBody',

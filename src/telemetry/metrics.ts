@@ -1,9 +1,6 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
 import type { PoolStats } from '../db/database.js'
 
-/** Label of requests that matched no route: a raw URL would make one series per path tried. */
-export const UNMATCHED_ROUTE = '<unmatched>'
-
 export interface Metrics {
   /** Its own registry, never prom-client's global one: two apps in one test process stay apart. */
   readonly registry: Registry

@@ -8,7 +8,7 @@ import { BatchSpanProcessor } from '@opentelemetry/sdk-trace'
 import type { FastifyBaseLogger, FastifyPluginAsync, FastifyRequest } from 'fastify'
 import type { TracingConfig } from '../config/tracing.js'
 import { sqlStateOf } from '../db/pg-errors.js'
-import { UNMATCHED_ROUTE } from './metrics.js'
+import { UNMATCHED_ROUTE } from '../http/request-path.js'
 import { installTracer } from './spans.js'
 import { boundedExport, type DroppedReason } from './span-export.js'
 

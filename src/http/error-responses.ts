@@ -1,8 +1,8 @@
 import { Type, type TSchema } from '@sinclair/typebox'
-import { httpError } from '../http/error-bodies.js'
-import { messages } from '../http/messages.js'
-import { ref } from './common.js'
-import { headers, jsonResponse, type Example } from './responses.js'
+import { httpError } from './error-bodies.js'
+import { messages } from './messages.js'
+import { ref } from '../schemas/common.js'
+import { headers, jsonResponse, type Example } from '../schemas/responses.js'
 
 /** `{ statusCode, error, message }`: every error but field validation and duplicates (CONTRACT §4). */
 export const HttpError = Type.Object({
