@@ -65,6 +65,11 @@ export function loadConfig (source: Record<string, string | undefined>): Config 
     throw new ConfigError(variable, `${rule} (got ${JSON.stringify(withoutPassword(String(raw[variable]))).slice(0, 80)})`)
   }
   const env = values as Env
+  // NODE_ENV is not ours to read (CONTRACT §1's switch is APP_PROFILE), but a deployment saying
+  // "production" there and nothing here would run development's seeded admin in production.
+  if (env.APP_PROFILE === undefined && source.NODE_ENV === 'production') {
+    throw new ConfigError('APP_PROFILE', 'must be set when NODE_ENV=production: unset, it means development (in-process PGlite, DATABASE_URL ignored, the seed accounts and their published passwords); set APP_PROFILE=production')
+  }
   const profile: Profile = env.APP_PROFILE ?? 'development'
   const production = profile === 'production'
   const host = env.HOST ?? (production ? '0.0.0.0' : '127.0.0.1')

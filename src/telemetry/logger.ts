@@ -57,7 +57,7 @@ function isoTimestamp (): () => string {
   }
 }
 
-/** Pino JSON in production, readable lines in development: chosen by the profile, never by NODE_ENV. */
+/** Pino JSON in production, readable lines in development: chosen by the profile, not by NODE_ENV. */
 export function loggerOptions (config: Config): FastifyServerOptions['logger'] {
   const base = baseLoggerOptions(config)
   // Stdout written 4 KiB at a time or every 250 ms, whichever comes first, so that a request does

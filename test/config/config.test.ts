@@ -224,3 +224,15 @@ t.test('development accepts what production refuses (cheap argon2, seed override
   t.equal(config.seed.admin.email, 'root@example.com')
   t.equal(config.trustProxy, true)
 })
+
+// A Node deployment usually says "production" with NODE_ENV. Left without APP_PROFILE, that would
+// start the development profile: in-process PGlite, DATABASE_URL ignored, and the README's admin
+// with its published password, in a process its operator believes to be production.
+t.test('NODE_ENV=production without APP_PROFILE stops the start instead of running the development profile', async (t) => {
+  const message = 'Invalid configuration: APP_PROFILE must be set when NODE_ENV=production: unset, it means development (in-process PGlite, DATABASE_URL ignored, the seed accounts and their published passwords); set APP_PROFILE=production'
+  t.throws(() => loadConfig({ NODE_ENV: 'production', DATABASE_URL: 'postgres://app@db/users', JWT_SECRET: 'x'.repeat(16) + 'y'.repeat(16) }), { name: 'ConfigError', message })
+  t.throws(() => loadConfig({ NODE_ENV: 'production' }), { name: 'ConfigError', message })
+  t.equal(loadConfig({ ...production, NODE_ENV: 'production' }).profile, 'production')
+  t.equal(loadConfig({ APP_PROFILE: 'development', NODE_ENV: 'production' }).profile, 'development', 'said outright, development is taken')
+  t.equal(loadConfig({ NODE_ENV: 'development' }).profile, 'development')
+})
