@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js'
 import { migrate as migratePostgres } from 'drizzle-orm/postgres-js/migrator'
 import postgres from 'postgres'
@@ -8,6 +9,7 @@ import { parseDatabaseUrl } from '../config/database-url.js'
 import { createConnector } from './connector.js'
 import { clientOptions } from './postgres-options.js'
 import { assertDriverPatched } from './postgres-internals.js'
+import { refusedStartupParameter } from './pg-errors.js'
 
 /** Found from src/db (tsx) and dist/db (built) alike. */
 export const migrationsFolder = fileURLToPath(new URL('../../drizzle', import.meta.url))
@@ -24,14 +26,21 @@ export function migrationJournal (): Array<{ tag: string, when: number }> {
 /** The migrations' tags, oldest first. */
 export const migrationTags = (): string[] => migrationJournal().map((entry) => entry.tag)
 
+/** PostgreSQL's largest timeout, INT_MAX milliseconds. */
+const NO_DEADLINE_MS = 2_147_483_647
+/** How often a migrator that found the lock taken tries again. */
+const LOCK_RETRY_MS = 250
+
 /**
  * Applies pending migrations to PostgreSQL and returns the tags it applied. Several instances
  * may start at once: the lock is a transaction's (`pg_advisory_xact_lock`), held open on a
  * connection of its own while another runs Drizzle's migrator, so a transaction pooler, which
  * keeps a transaction on one server connection, cannot split it the way it would split a
- * session lock's take and release. The others wait (`onWaiting` is told so, once), then find
- * nothing to do. No server-side timeouts here: a migration may take longer than a request's
- * statement.
+ * session lock's take and release. The others try again every LOCK_RETRY_MS in short
+ * transactions (`onWaiting` is told so, once) rather than wait inside one: through a pooler a
+ * waiting transaction holds a server connection, and as many waiters as the pool has would
+ * leave the holder none for its migrator. Migrations have no deadline: the server's or role's
+ * statement_timeout and idle_in_transaction_session_timeout are turned off for them.
  */
 export async function migratePostgresDatabase (url: string, { onWaiting }: { onWaiting?: (message: string) => void } = {}): Promise<string[]> {
   assertDriverPatched()
@@ -40,26 +49,58 @@ export async function migratePostgresDatabase (url: string, { onWaiting }: { onW
   const connector = createConnector(target, { connectTimeoutMs: 5000, answerDeadlineMs: Infinity })
   const options = { ...clientOptions(target, connector, { applicationName: 'user-management-migrations' }), max: 1, prepare: false, connect_timeout: 5 }
   const lock = postgres(options)
-  const runner = postgres(options)
+  let runner: postgres.Sql | undefined
+  let lockLost = false
   // Seconds the clients get to finish at the end; none when no host took a connection.
   let endTimeout = 5
   try {
     // The lock's connection first, so that no host to connect to fails here, bounded, with its cause.
     await connector.started(() => lock`select 1`).catch((error: unknown) => { endTimeout = 0; throw error })
-    return await lock.begin(async (tx) => {
-      // Another instance migrating holds the lock for as long as its migrations take: said once.
-      const [{ locked }] = await tx<Array<{ locked: boolean }>>`select pg_try_advisory_xact_lock(${MIGRATION_LOCK_KEY}) as locked`
-      if (!locked) {
-        onWaiting?.(`Waiting for another instance's migrations to finish (PostgreSQL advisory lock ${MIGRATION_LOCK_KEY})`)
-        await tx`select pg_advisory_xact_lock(${MIGRATION_LOCK_KEY})`
-      }
-      const before = await appliedCount(runner)
-      await migratePostgres(drizzlePostgres({ client: runner }), { migrationsFolder })
-      return migrationTags().slice(before, await appliedCount(runner))
-    })
+    for (let waited = false; ; waited = true) {
+      const held = lock.begin(async (tx) => {
+        const [{ locked }] = await tx<Array<{ locked: boolean }>>`select pg_try_advisory_xact_lock(${MIGRATION_LOCK_KEY}) as locked`
+        if (!locked) return undefined
+        // SET LOCAL, which a transaction pooler keeps to the transaction: idle while the
+        // migrations run on the other connection, it must outlive them.
+        await tx`set local idle_in_transaction_session_timeout = 0`
+        await tx`set local statement_timeout = 0`
+        runner ??= await openRunner(options)
+        if (lockLost) throw new Error('the migration lock\'s connection closed')
+        const before = await appliedCount(runner)
+        await migratePostgres(drizzlePostgres({ client: runner }), { migrationsFolder })
+        return migrationTags().slice(before, await appliedCount(runner))
+      })
+      // postgres.js fails the transaction as soon as its connection closes, while Drizzle's
+      // migrator goes on over the other one: without the lock, another instance may migrate
+      // too, so these migrations must not commit. Closed now, their transaction rolls back.
+      held.catch(() => { lockLost = true; void runner?.end({ timeout: 0 }) })
+      const applied = await held
+      if (applied !== undefined) return applied
+      if (!waited) onWaiting?.(`Waiting for another instance's migrations to finish (PostgreSQL advisory lock ${MIGRATION_LOCK_KEY})`)
+      await sleep(LOCK_RETRY_MS)
+    }
   } finally {
     connector.stop()
-    await Promise.all([lock.end({ timeout: endTimeout }), runner.end({ timeout: endTimeout })])
+    await Promise.all([lock.end({ timeout: endTimeout }), runner?.end({ timeout: endTimeout })])
+  }
+}
+
+/**
+ * Drizzle's migrator's client, without the server's or the role's statement_timeout and
+ * idle_in_transaction_session_timeout where the startup packet may say so. A transaction pooler
+ * refuses that (PgBouncer's stock settings): there they apply, and DATABASE_MIGRATION_URL, a
+ * direct connection, is the way around them.
+ */
+async function openRunner (options: postgres.Options<Record<string, never>>): Promise<postgres.Sql> {
+  // The largest the server takes (24 days), not 0: postgres.js leaves a falsy value out of the packet.
+  const unbounded = postgres({ ...options, connection: { ...options.connection, statement_timeout: NO_DEADLINE_MS, idle_in_transaction_session_timeout: NO_DEADLINE_MS } })
+  try {
+    await unbounded`select 1`
+    return unbounded
+  } catch (error) {
+    await unbounded.end({ timeout: 0 })
+    if (!refusedStartupParameter(error)) throw error
+    return postgres(options)
   }
 }
 

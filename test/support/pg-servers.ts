@@ -156,13 +156,13 @@ export interface PgBouncer { readonly port: number, url (database: string): stri
  * PgBouncer (stock 1.18 settings but for the ones written here) in front of `target`, any
  * database name passed through, trusting every client. Killed at teardown.
  */
-export async function startPgBouncer (t: Test, target: { port: number }, options: { poolMode?: 'transaction' | 'session' } = {}): Promise<PgBouncer> {
+export async function startPgBouncer (t: Test, target: { port: number }, options: { poolMode?: 'transaction' | 'session', defaultPoolSize?: number } = {}): Promise<PgBouncer> {
   const [dir, port] = [ownedTempDir(t, 'ums-pgbouncer-'), await freePort()]
   const [ini, users] = [join(dir, 'pgbouncer.ini'), join(dir, 'userlist.txt')]
   writeFileSync(users, '"postgres" ""\n')
   // ignore_startup_parameters is left out on purpose: its default is what production runs with.
   writeFileSync(ini, `[databases]\n* = host=127.0.0.1 port=${target.port}\n\n[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = ${port}\n` +
-    `unix_socket_dir =\nauth_type = trust\nauth_file = ${users}\npool_mode = ${options.poolMode ?? 'transaction'}\nmax_client_conn = 200\ndefault_pool_size = 20\n`)
+    `unix_socket_dir =\nauth_type = trust\nauth_file = ${users}\npool_mode = ${options.poolMode ?? 'transaction'}\nmax_client_conn = 200\ndefault_pool_size = ${options.defaultPoolSize ?? 20}\n`)
   // setpriv rather than runuser: runuser forks, and a kill would reach it, not pgbouncer. The
   // death signal goes on this setpriv, as spawnLogged's own is dropped when the user changes.
   const asUser = isRoot() ? ['--reuid=postgres', '--regid=postgres', '--init-groups'] : []
