@@ -1,5 +1,6 @@
 import { writeFileSync } from 'node:fs'
 import { request } from 'node:http'
+import { connect } from 'node:net'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import t, { type Test } from 'tap'
@@ -82,6 +83,24 @@ t.test('development: SIGINT shuts down the same way', async (t) => {
   server.child.kill('SIGINT')
   t.strictSame(await server.exited, { code: 0, signal: null })
   t.ok(await refused(server.port), 'nothing listens any more')
+})
+
+// Closing the management listener waited for its idle connections, and a silent one never
+// timed out once the listener closed: every shutdown ran into close-with-grace's bound, exit 1,
+// with the database never closed.
+t.test('SIGTERM with a silent and a half-sent connection on the management port still exits 0', async (t) => {
+  const server = spawnServer(t, { ...await ports(), ARGON2_MEMORY_KIB: '1024', ARGON2_ITERATIONS: '1' })
+  await waitReady(server)
+  const sockets = [connect(server.managementPort!, '127.0.0.1'), connect(server.managementPort!, '127.0.0.1')]
+  t.teardown(() => { for (const socket of sockets) socket.destroy() })
+  sockets[0].on('error', () => {})
+  sockets[1].on('error', () => {})
+  await Promise.all(sockets.map((socket) => new Promise((resolve) => socket.once('connect', resolve))))
+  sockets[1].write('GET /health/live HTTP/1.1\r\nHost: x\r\n')
+  await sleep(100)
+  server.child.kill('SIGTERM')
+  t.strictSame(await server.exited, { code: 0, signal: null })
+  t.equal(server.stderr(), '')
 })
 
 t.test('production on PostgreSQL: not ready at once, serving through the drain, in-flight requests finish, exit 0', { skip: process.env.TEST_DATABASE_URL ? false : 'TEST_DATABASE_URL is not set: PostgreSQL-only test skipped' }, async (t) => {

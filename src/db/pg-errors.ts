@@ -22,7 +22,13 @@ export const isSqlState = (code: unknown): code is string => typeof code === 'st
  * system and internal errors. Others (22 data, 23 constraints, 42 syntax…) may quote values.
  */
 const PLAIN_CLASSES = new Set(['08', '25', '28', '3D', '3F', '40', '53', '54', '55', '57', '58', 'XX'])
-export const speaksPlainly = (sqlState: string): boolean => PLAIN_CLASSES.has(sqlState.slice(0, 2))
+/**
+ * Of the others, insufficient_privilege: its texts name an object or a privilege (`permission
+ * denied for schema drizzle`, `must be owner of table users`), which is what a role's operator
+ * needs to grant; a value never.
+ */
+const PLAIN_CODES = new Set(['42501'])
+export const speaksPlainly = (sqlState: string): boolean => PLAIN_CLASSES.has(sqlState.slice(0, 2)) || PLAIN_CODES.has(sqlState)
 
 function pgFields (error: unknown): PgErrorFields | undefined {
   for (const fields of causes(error)) if (isSqlState(fields.code)) return fields

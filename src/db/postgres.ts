@@ -2,7 +2,7 @@ import { drizzle } from 'drizzle-orm/postgres-js'
 import postgres from 'postgres'
 import * as schema from './schema.js'
 import type { PublicUser } from './schema.js'
-import { AcquireTimeoutError, StatementCancelledError, sentByServer } from './pg-errors.js'
+import { AcquireTimeoutError, StatementCancelledError, refusedInSession, sentByServer } from './pg-errors.js'
 import { createTransactions } from './transactions.js'
 import { withTimeout, type Database } from './database.js'
 import { createArrivalQueue } from '../http/arrival-queue.js'
@@ -52,7 +52,9 @@ export async function connectPostgres (options: PostgresOptions): Promise<Databa
     try {
       return await withTimeout(query, timeoutMs)
     } catch (error) {
-      probeConnector.destroyAll()
+      // Past its bound, or broken; a server's answer (the migrations' table missing) leaves a
+      // connection as good as it was, and destroying it would fail the next probe's connect.
+      if (!refusedInSession(error)) probeConnector.destroyAll()
       throw error
     }
   }

@@ -6,6 +6,8 @@ import { migrationJournal } from '../db/migrate.js'
 import { httpError } from '../http/error-bodies.js'
 import { messages } from '../http/messages.js'
 import { rerouteFrameworkError } from '../http/refusals.js'
+import { describeFailure } from '../telemetry/error-description.js'
+import { throttledWarning } from '../telemetry/logger.js'
 
 export interface ManagementOptions {
   /** The API instance: its listener, database, metrics and route schemas. */
@@ -35,6 +37,12 @@ export async function buildManagementApp ({ api, isShuttingDown, logger }: Manag
     // Health checks every few seconds would drown the request log.
     logController: new LogController({ disableRequestLogging: true }),
     requestTimeout: 10_000,
+    // The API's bounds on a client's headers (CONTRACT §7): a slow or silent client is answered 408.
+    http: { headersTimeout: 5_000, connectionsCheckingInterval: 500 },
+    // Closing ends every connection at once: Node stops timing out silent ones when its server
+    // closes, and one idle probe's socket would hold the shutdown to close-with-grace's bound.
+    // A health check cut here was going to be told 503 anyway.
+    forceCloseConnections: true,
     // A URL that does not decode is an unknown path here too (the 404 below), not Fastify's 400 quoting it.
     frameworkErrors: rerouteFrameworkError
   })
@@ -64,6 +72,12 @@ export async function buildManagementApp ({ api, isShuttingDown, logger }: Manag
   // Liveness never touches the database: a database outage must not get the process restarted.
   app.get('/health/live', async () => ({ status: 'up' }))
 
+  // A record that cannot be read (a role without SELECT on it, say) keeps the instance out of
+  // the balancer: said once a minute for each cause, not at every probe.
+  const cannotRead = throttledWarning(app.log, 'readiness: the database\'s record of its migrations cannot be read; not ready until it can')
+  const unreadable = (error: unknown) => { cannotRead({ err: error }, describeFailure(error)); return false }
+  const readable = (atHead: boolean) => { cannotRead.reset(); return atHead }
+
   app.get('/health/ready', async (_request, reply) => {
     const body: Readiness = { status: 'up', database: 'up' }
     if (isShuttingDown() || !api.server.listening) body.api = 'down'
@@ -73,7 +87,7 @@ export async function buildManagementApp ({ api, isShuttingDown, logger }: Manag
       body.database = 'down'
     }
     // A database that answers but lacks this release's schema must not get traffic either.
-    if (body.database === 'up' && !await migrationsAtHead(api, head).catch(() => false)) body.migrations = 'down'
+    if (body.database === 'up' && !await migrationsAtHead(api, head).then(readable, unreadable)) body.migrations = 'down'
     if (body.api || body.migrations || body.database === 'down') body.status = 'down'
     return reply.code(body.status === 'up' ? 200 : 503).send(body)
   })

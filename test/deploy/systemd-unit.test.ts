@@ -14,3 +14,13 @@ t.test('the systemd unit waits out the service\'s own shutdown, with the drain t
   const stopSeconds = Number(/^TimeoutStopSec=(\d+)$/m.exec(read('deploy/user-management.service'))?.[1])
   t.ok(stopSeconds * 1000 > advisedDrainMs + 10_000 + 5_000, `TimeoutStopSec=${stopSeconds} outlasts ${advisedDrainMs} + 15,000 ms`)
 })
+
+// Each start that finds the database refusing exits 1 within a second (README: the supervisor
+// starts it again); with systemd's default start limit the unit gave up after five.
+t.test('the systemd unit restarts a failed start for as long as it takes, a second apart', async (t) => {
+  const unit = read('deploy/user-management.service')
+  const unitSection = unit.slice(unit.indexOf('[Unit]'), unit.indexOf('[Service]'))
+  t.match(unitSection, /^StartLimitIntervalSec=0$/m, 'no start limit ([Unit], where systemd reads it)')
+  t.match(unit, /^Restart=on-failure$/m)
+  t.match(unit, /^RestartSec=1$/m)
+})

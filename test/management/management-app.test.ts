@@ -2,6 +2,7 @@ import { execFile } from 'node:child_process'
 import { accessSync, constants } from 'node:fs'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
+import pino from 'pino'
 import t, { type Test } from 'tap'
 import { sql } from 'drizzle-orm'
 import { readMigrationFiles } from 'drizzle-orm/migrator'
@@ -9,7 +10,8 @@ import { buildCheckedApp } from '../openapi/conformance.js'
 import { migrationsFolder } from '../../src/db/migrate.js'
 import { buildManagementApp } from '../../src/management/management-app.js'
 import { createMetrics } from '../../src/telemetry/metrics.js'
-import { build, createTestDatabase, login, testConfig, testDatabases, uniqueUser } from '../helper.js'
+import { baseLoggerOptions } from '../../src/telemetry/logger.js'
+import { build, captureLog, createTestDatabase, login, testConfig, testDatabases, uniqueUser } from '../helper.js'
 
 type Json = Record<string, any>
 
@@ -78,6 +80,37 @@ for (const kind of testDatabases()) {
       const back = await management.inject('/health/ready')
       t.equal(back.statusCode, 200)
       t.strictSame(back.json(), { status: 'up', database: 'up' })
+    })
+
+    // A runtime role without SELECT on Drizzle's record kept an instance out of the balancer
+    // for good, and nothing said why.
+    t.test('readiness says once in the log why the record of migrations cannot be read', async (t) => {
+      const log = captureLog()
+      const api = await build(t, kind)
+      const management = await buildManagementApp({ api, isShuttingDown: () => false, logger: pino(baseLoggerOptions({ logLevel: 'info' }), log.stream) })
+      t.teardown(() => management.close())
+      await api.listen({ port: 0, host: '127.0.0.1' })
+      const { db } = api.database
+      const hide = async () => { await db.execute(sql`alter table drizzle.__drizzle_migrations rename to hidden_migrations`) }
+      const show = async () => { await db.execute(sql`alter table drizzle.hidden_migrations rename to __drizzle_migrations`) }
+      const probes = async (n: number) => {
+        const answers = []
+        for (let i = 0; i < n; i++) answers.push(await management.inject('/health/ready'))
+        return answers.map((answer) => [answer.statusCode, answer.json()])
+      }
+      const down = [503, { status: 'down', database: 'up', migrations: 'down' }]
+      const warnings = () => log.lines.filter((line) => line.level === 40).map((line) => [line.msg, line.err?.cause?.code ?? line.err?.code])
+      const warning = ['readiness: the database\'s record of its migrations cannot be read; not ready until it can', '42P01']
+      await hide()
+      t.teardown(async () => { await show().catch(() => {}) })
+      t.strictSame(await probes(3), [down, down, down])
+      t.strictSame(warnings(), [warning], 'one line for three probes (once a minute)')
+      await show()
+      t.strictSame(await probes(1), [[200, { status: 'up', database: 'up' }]])
+      await hide()
+      t.strictSame(await probes(2), [down, down])
+      t.strictSame(warnings(), [warning, warning], 'said again once it had been readable')
+      await show()
     })
 
     t.test('GET /metrics: requests by route pattern and status, hash time, pool use, process metrics', async (t) => {

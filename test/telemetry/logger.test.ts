@@ -221,7 +221,9 @@ t.test('a database error says the server\'s message for the classes that quote n
   const server = (code: string, message: string) => Object.assign(new Error(message), { code, severity: 'ERROR', detail: 'Key (email)=(a@example.com)', query: 'insert into users …', parameters: ['a@example.com'] })
   const drizzle = (cause: Error) => Object.assign(new Error('Failed query: insert into users values ($1) params: a@example.com', { cause }), { query: 'insert …', params: ['a@example.com'] })
   for (const [code, message] of [['28000', 'role "app" does not exist'], ['3D000', 'database "users" does not exist'], ['25006', 'cannot execute INSERT in a read-only transaction'],
-    ['08P01', 'unsupported startup parameter: statement_timeout'], ['57P01', 'terminating connection due to administrator command'], ['53300', 'sorry, too many clients already']]) {
+    ['08P01', 'unsupported startup parameter: statement_timeout'], ['57P01', 'terminating connection due to administrator command'], ['53300', 'sorry, too many clients already'],
+    // Of class 42, the one code whose texts name only objects and privileges: a role without a grant.
+    ['42501', 'permission denied for schema drizzle']]) {
     t.strictSame(describeError(drizzle(server(code, message)), false), { type: 'Error', message: WITHHELD, cause: { type: 'Error', message, code } }, code)
     t.equal(describeFailure(drizzle(server(code, message))), `Error ${code}: ${message}`)
   }
