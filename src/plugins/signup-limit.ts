@@ -20,6 +20,9 @@ export default fp<{ config: Config }>(async function signupLimitPlugin (app, { c
     ...(app.limitsRedis && app.limitsCounting ? { store: signupStore(app.limitsRedis, `${app.limitsKeyPrefix}signup:`, app.limitsCounting) } : {}),
     // The error handler shapes UMS_ errors as { statusCode, error, message } with our Spanish text.
     errorResponseBuilder: () => new TooManyAttemptsError(),
+    // Retry-After on the 429, as CONTRACT §9 and the OpenAPI document say; not the plugin's counters.
+    addHeadersOnExceeding: { 'x-ratelimit-limit': false, 'x-ratelimit-remaining': false, 'x-ratelimit-reset': false },
+    addHeaders: { 'x-ratelimit-limit': false, 'x-ratelimit-remaining': false, 'x-ratelimit-reset': false, 'retry-after': true },
     onExceeded: (request) => requestSecurityEvent(request, 'excess_rate_limit_exceeded', { reason: 'signup' })
   }
   await app.register(rateLimit, options)

@@ -43,6 +43,9 @@ for (const kind of testDatabases()) {
       await assertSignedUp(t, app, twentieth, user, 'the 20th is still served')
       const refused = await app.inject({ method: 'POST', url: '/auth/signup', payload: uniqueUser('rl'), remoteAddress: '203.0.113.10' })
       assertLimited(t, refused, 'the 21st is refused')
+      // Retry-After alone, as CONTRACT §9 and the OpenAPI document say: no counters of @fastify/rate-limit's own.
+      const counters = (response: { headers: Record<string, unknown> }) => Object.keys(response.headers).filter((name) => name.startsWith('x-ratelimit'))
+      t.strictSame([counters(twentieth), counters(refused)], [[], []], 'no x-ratelimit-* headers')
       const otherUser = uniqueUser('rl')
       const other = await app.inject({ method: 'POST', url: '/auth/signup', payload: otherUser, remoteAddress: '203.0.113.11' })
       await assertSignedUp(t, app, other, otherUser, 'another address signs up')
