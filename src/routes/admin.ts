@@ -39,7 +39,13 @@ const adminRoutes: FastifyPluginAsyncTypebox = async function (app) {
     // A stream bypasses the serializer: each record is written with exactly the schema's
     // four fields (src/db/copy-json.ts). Fastify destroys the stream if the client goes
     // away, which stops the listing between two pages: no cursor or transaction is left open.
-    return reply.type('application/json; charset=utf-8').send(await usersJsonStream(app.database))
+    const listing = await usersJsonStream(app.database)
+    // The response deadline answered while the first page came (src/plugins/response-deadline.ts).
+    if (reply.sent) {
+      listing.destroy()
+      return reply
+    }
+    return reply.type('application/json; charset=utf-8').send(listing)
   })
 }
 

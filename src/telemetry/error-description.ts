@@ -36,6 +36,9 @@ function chain (error: ErrorLike): ErrorLike[] {
 export interface SerializedError { type: string, message: string, stack?: string, [field: string]: unknown }
 
 const WITHHELD = '[withheld: database error]'
+/** Fastify's errors that quote the request's URL or a part of it, query string included. */
+const QUOTING_THE_REQUEST = new Set(['FST_ERR_REP_ALREADY_SENT', 'FST_ERR_BAD_URL', 'FST_ERR_MAX_PARAM_LENGTH'])
+const WITHHELD_REQUEST = '[withheld: quotes the request]'
 
 /**
  * Whether a link of an error chain may say its message (CONTRACT §7). PostgreSQL's messages
@@ -47,14 +50,17 @@ const WITHHELD = '[withheld: database error]'
 function messageKept (error: ErrorLike, chainFromDatabase: boolean): boolean {
   const code = typeof error.code === 'string' ? error.code : undefined
   if (isSqlState(code)) return speaksPlainly(code)
+  if (code !== undefined && QUOTING_THE_REQUEST.has(code)) return false
   if (DRIZZLE_WRAPPERS.has(typeOf(error))) return false
   if (code !== undefined && /^[A-Z][A-Z0-9_]+$/.test(code)) return true
   return !chainFromDatabase
 }
 
+const withheld = (error: ErrorLike) => QUOTING_THE_REQUEST.has(String(error.code)) ? WITHHELD_REQUEST : WITHHELD
+
 function describe (error: ErrorLike, chainFromDatabase: boolean, withStack: boolean, depth: number): SerializedError {
   const kept = messageKept(error, chainFromDatabase)
-  const out: SerializedError = { type: typeOf(error), message: kept ? String(error.message) : WITHHELD }
+  const out: SerializedError = { type: typeOf(error), message: kept ? String(error.message) : withheld(error) }
   for (const field of SAFE_FIELDS) {
     const value = error[field]
     if (typeof value === 'string' || typeof value === 'number') out[field] = value
@@ -63,7 +69,7 @@ function describe (error: ErrorLike, chainFromDatabase: boolean, withStack: bool
   if (typeof constraint === 'string') out.constraint = constraint
   // A stack starts with the message (Drizzle's also appends its cause's): only the frames are safe.
   if (withStack && typeof error.stack === 'string') {
-    out.stack = chainFromDatabase ? error.stack.split('\n').filter((line) => /^\s+at /.test(line)).join('\n') : error.stack
+    out.stack = chainFromDatabase || !kept ? error.stack.split('\n').filter((line) => /^\s+at /.test(line)).join('\n') : error.stack
   }
   if (depth < MAX_DEPTH && isErrorLike(error.cause)) out.cause = describe(error.cause, chainFromDatabase, false, depth + 1)
   if (depth < MAX_DEPTH && Array.isArray(error.errors)) out.errors = error.errors.filter(isErrorLike).slice(0, 4).map((e) => describe(e, chainFromDatabase, false, depth + 1))
@@ -91,5 +97,5 @@ export function describeFailure (error: unknown): string {
   const speaking = links.filter((link) => messageKept(link, fromDb))
   const link = speaking.at(-1) ?? links.at(-1)!
   const code = typeof link.code === 'string' || typeof link.code === 'number' ? ` ${link.code}` : ''
-  return `${typeOf(link)}${code}: ${messageKept(link, fromDb) ? String(link.message) : WITHHELD}`
+  return `${typeOf(link)}${code}: ${messageKept(link, fromDb) ? String(link.message) : withheld(link)}`
 }

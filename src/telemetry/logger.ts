@@ -39,8 +39,20 @@ export function baseLoggerOptions (config: Pick<Config, 'logLevel'>) {
     level: config.logLevel,
     redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
     // Replaces pino's, which copies every field of an error, message and SQL parameters included.
-    serializers: { err: (error: unknown) => describeError(error) as SerializedError & { stack: string } }
+    serializers: { err: (error: unknown) => describeError(error) as SerializedError & { stack: string } },
+    // pino writes a line's message from its error's own text when none is given, past the
+    // serializer above (Fastify's warning that a reply was sent quotes the URL): the described one.
+    hooks: { logMethod: withDescribedMessage }
   }
+}
+
+function withDescribedMessage (this: pino.Logger, args: Parameters<pino.LogFn>, method: pino.LogFn): void {
+  const [first] = args as unknown[]
+  if (args.length === 1 && typeof first === 'object' && first !== null) {
+    const error = first instanceof Error ? first : (first as { err?: unknown }).err
+    if (error !== undefined) return method.call(this, first instanceof Error ? { err: first } : first, describeError(error, false).message)
+  }
+  method.apply(this, args)
 }
 
 /** Pino's `time` field in ISO-8601 UTC, formatted once a millisecond: the lines of one share it. */

@@ -2,7 +2,7 @@ import t from 'tap'
 import { buildCheckedApp } from '../openapi/conformance.js'
 import { RESPONSE_DEADLINE_MS } from '../../src/plugins/response-deadline.js'
 import { openMigratedPglite } from '../../src/db/snapshot.js'
-import { seedAccounts, testConfig } from '../helper.js'
+import { captureLog, seedAccounts, testConfig } from '../helper.js'
 
 // CONTRACT §7: the 10 s backstop covers every phase of a request, the authentication hook's
 // account look-up included (a database path that went silent under TLS hung there for 30 s).
@@ -33,4 +33,28 @@ t.test('a token whose account look-up hangs is answered 503 at the response dead
   t.equal(response.headers['retry-after'], '1')
   t.strictSame(response.json(), { statusCode: 503, error: 'Service Unavailable', message: 'Servicio no disponible' })
   t.ok(waited >= 1200 && waited < 2500, `answered after ${waited} ms`)
+})
+
+// A listing whose first page came after the deadline's 503 was sent anyway: Fastify then warned
+// that the reply was sent, quoting the URL with its query string (an e-mail in it, here).
+t.test('a listing whose first page comes after the deadline sends nothing more, and logs no URL', async (t) => {
+  const { database } = await openMigratedPglite()
+  t.teardown(() => database.close())
+  let pages = 0
+  const slow: typeof database = { ...database, copyUserPage: async (page, onText) => { pages++; await new Promise((resolve) => setTimeout(resolve, 1500)); return await database.copyUserPage(page, onText) } }
+  const log = captureLog()
+  const app = await buildCheckedApp(testConfig(), { database: slow, seed: true, responseDeadlineMs: 800, logger: { level: 'info', stream: log.stream } })
+  t.teardown(() => app.close())
+  const { email, password } = seedAccounts.admin
+  const login = await app.inject({ method: 'POST', url: '/auth/login', payload: { email, password } })
+  t.equal(login.statusCode, 200)
+  const alive = setInterval(() => {}, 1000)
+  t.teardown(() => clearInterval(alive))
+  const response = await app.inject({ method: 'GET', url: '/admin/users?email=carol%40example.com', headers: { authorization: `Bearer ${login.json().token}` } })
+  t.equal(response.statusCode, 503)
+  t.strictSame(response.json(), { statusCode: 503, error: 'Service Unavailable', message: 'Servicio no disponible' })
+  await new Promise((resolve) => setTimeout(resolve, 2000))
+  t.equal(pages, 1, 'no page after the first')
+  t.strictSame(log.lines.filter((line) => line.level >= 40).map((line) => line.msg), ['no answer had started at the deadline: answered 503 (the backstop of CONTRACT §7)'])
+  t.notMatch(log.text(), /carol|example\.com/, 'nothing of the URL\'s query')
 })

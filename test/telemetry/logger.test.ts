@@ -3,6 +3,7 @@ import { promisify } from 'node:util'
 import { sql } from 'drizzle-orm'
 import pino from 'pino'
 import t from 'tap'
+import { errorCodes } from 'fastify'
 import { loadConfig } from '../../src/config/index.js'
 import { users } from '../../src/db/schema.js'
 import { newUserRow } from '../../src/users/users-repository.js'
@@ -242,4 +243,25 @@ t.test('a database error says the server\'s message for the classes that quote n
     const waited = drizzle(new AcquireTimeoutError(1000, new NotReadyError('db:5432', hungUp)))
     t.strictSame(describeError(waited, false).cause, { type: 'AcquireTimeoutError', message: 'no database connection within 1000 ms', code: 'UMS_DB_ACQUIRE_TIMEOUT', cause: { type: 'NotReadyError', message, code } }, `${code}: the host named`)
   }
+})
+
+// Fastify's own errors quote the request where it went wrong (its URL, query string and all),
+// and pino writes a line's message from its error's own text when none is given, past the
+// serializer: the query's e-mail reached the log twice.
+t.test('errors that quote the request are logged by their code, and no line takes its message from an error\'s own text', async (t) => {
+  const url = '/admin/users?email=carol%40example.com'
+  const errors = [new errorCodes.FST_ERR_REP_ALREADY_SENT(url, 'GET'), new errorCodes.FST_ERR_BAD_URL(url), new errorCodes.FST_ERR_MAX_PARAM_LENGTH(url)]
+  const withheld = '[withheld: quotes the request]'
+  t.strictSame(errors.map((error) => describeError(error, false)), errors.map((error) => ({ type: 'FastifyError', message: withheld, code: error.code, statusCode: error.statusCode })).map(({ statusCode, ...rest }) => statusCode === undefined ? rest : { ...rest, statusCode }))
+  t.equal(describeFailure(errors[0]), `FastifyError FST_ERR_REP_ALREADY_SENT: ${withheld}`)
+  const log = captureLog()
+  const logger = pino(baseLoggerOptions({ logLevel: 'info' }), log.stream)
+  logger.warn({ err: errors[0] })
+  logger.error(errors[1])
+  logger.error(Object.assign(new Error('Failed query: select … params: a@example.com'), { query: 'select …', params: ['a@example.com'] }))
+  logger.warn({ err: new Error('plain words') }, 'a message of its own')
+  t.strictSame(log.lines.map((line) => [line.msg, line.err.message]), [
+    [withheld, withheld], [withheld, withheld], ['[withheld: database error]', '[withheld: database error]'], ['a message of its own', 'plain words']
+  ])
+  t.notMatch(log.text(), /carol|example\.com/)
 })
