@@ -46,8 +46,8 @@ export function createSharedCounting (redis: Redis, { log, onFallback, retryMs =
   let timer: NodeJS.Timeout | undefined
   // One throttle each: a failing write-back or a second outage must not be hidden behind the first's minute.
   const fallbackWarnings = {
-    login: throttledWarning(log, 'login limiter falls back to this instance\'s counters: Redis did not answer'),
-    signup: throttledWarning(log, 'sign-up limit falls back to this instance\'s counters: Redis did not answer')
+    login: throttledWarning(log, 'login limiter falls back to this instance\'s counters: Redis is unavailable'),
+    signup: throttledWarning(log, 'sign-up limit falls back to this instance\'s counters: Redis is unavailable')
   }
   const connectionWarning = throttledWarning(log, 'Redis for the abuse limits is unavailable; counting in this instance until it is back')
   const catchUpWarning = throttledWarning(log, 'Redis answers, but the counts of this instance could not be written back yet; counting here until they are')

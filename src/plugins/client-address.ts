@@ -40,7 +40,7 @@ export default fp<{ config: Config }>(async function clientAddressPlugin (app, {
     if (!config.rateLimits) return
     const warn = throttledWarning(app.log, 'X-Forwarded-For received while TRUST_PROXY is off: every client behind that proxy shares one set of abuse counters')
     app.addHook('onRequest', (request, _reply, done) => {
-      if (request.headers['x-forwarded-for'] !== undefined) warn({ clientAddress: request.ip })
+      if (request.headers['x-forwarded-for'] !== undefined) warn({ reqId: request.id, clientAddress: request.ip })
       done()
     })
     return

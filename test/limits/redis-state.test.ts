@@ -62,7 +62,7 @@ for (const kind of testDatabases()) {
       const redis = await startOwnRedis(t)
       const { api, log } = await setup(t, kind, redis.url)
       const edges = () => log.lines.filter((line) => /login limiter falls back|answers again/.test(line.msg)).map((line) => [line.level, line.msg])
-      const down = [40, 'login limiter falls back to this instance\'s counters: Redis did not answer']
+      const down = [40, 'login limiter falls back to this instance\'s counters: Redis is unavailable']
       const back = [30, 'Redis for the abuse limits answers again: counting is shared across instances again']
       for (const outage of [1, 2]) {
         await redis.stop()
@@ -91,7 +91,7 @@ for (const kind of testDatabases()) {
         await new Promise((resolve) => setTimeout(resolve, 400))
       }
       const edges = () => log.lines.filter((line) => /falls back|answers again/.test(line.msg)).map((line) => line.msg)
-      t.strictSame(edges(), ['sign-up limit falls back to this instance\'s counters: Redis did not answer'], 'one warning, nothing back')
+      t.strictSame(edges(), ['sign-up limit falls back to this instance\'s counters: Redis is unavailable'], 'one warning, nothing back')
       await admin.config('SET', 'maxmemory', '0')
       await settled(async () => edges().length, 2)
       t.strictSame(edges().at(-1), 'Redis for the abuse limits answers again: counting is shared across instances again', 'back once it takes writes')
