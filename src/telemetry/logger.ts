@@ -15,21 +15,45 @@ export const REDACTED_PATHS = [
 
 type Destination = ReturnType<typeof pino.destination>
 const buffered = new Set<Destination>()
+/** Lines held for a log that cannot be written, at most: past it they are dropped. */
+const MAX_UNWRITTEN_BYTES = 16 * 1024 * 1024
 
 /**
  * Pino flushes only its asynchronous destinations when the process exits: the lines a
  * synchronous one still buffers (under 4 KiB) are written here, so a crash or shutdown that
- * ends in process.exit loses none.
+ * ends in process.exit loses none. Not where the last write failed: sonic-boom's flushSync
+ * retries a write that fails for good (ENOSPC) without end.
  */
 function flushedOnExit (stream: Destination): Destination {
   if (buffered.size === 0) {
     process.once('exit', () => {
       for (const pending of buffered) {
+        if (unwritable.has(pending)) continue
         try { pending.flushSync() } catch { /* stdout is gone: nowhere left to write */ }
       }
     })
   }
   buffered.add(stream)
+  return stream
+}
+
+const unwritable = new WeakSet<Destination>()
+
+/**
+ * A log that cannot be written (a full disk) costs its lines, not the service: the stream's
+ * 'error' had no listener and ended the process, and every instance on that disk with it.
+ * Said on stderr at most once a minute; the lines wait, up to MAX_UNWRITTEN_BYTES, and go out
+ * with the next write that succeeds.
+ */
+function survivingWriteErrors (stream: Destination): Destination {
+  let saidAt = -Infinity
+  stream.on('write', () => unwritable.delete(stream))
+  stream.on('error', (error: NodeJS.ErrnoException) => {
+    unwritable.add(stream)
+    if (Date.now() - saidAt < 60_000) return
+    saidAt = Date.now()
+    try { process.stderr.write(`log lines lost: stdout refused them (${error.code ?? error.message}); the service goes on\n`) } catch { /* nowhere to say it */ }
+  })
   return stream
 }
 
@@ -76,7 +100,7 @@ export function loggerOptions (config: Config): FastifyServerOptions['logger'] {
   // not cost a write(2) of its own. Written from the main thread (pino's default), not handed to a
   // libuv thread that would compete with it for the core.
   if (config.profile === 'production') {
-    const stream = flushedOnExit(pino.destination({ dest: 1, sync: true, minLength: 4096, periodicFlush: 250 }))
+    const stream = flushedOnExit(survivingWriteErrors(pino.destination({ dest: 1, sync: true, minLength: 4096, maxLength: MAX_UNWRITTEN_BYTES, periodicFlush: 250 })))
     return { ...base, timestamp: isoTimestamp(), stream }
   }
   return { ...base, transport: { target: 'pino-pretty', options: { translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' } } }
