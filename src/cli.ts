@@ -22,14 +22,17 @@ async function migrate (config: Config, extra: string[]): Promise<void> {
   const url = config.databaseMigrationUrl
   if (!url) throw new CliError('No DATABASE_URL (or DATABASE_MIGRATION_URL): set it to the PostgreSQL database to migrate.')
   const { migratePostgresDatabase, migrationTags } = await import('./db/migrate.js')
-  let applied: string[]
+  let migrated: Awaited<ReturnType<typeof migratePostgresDatabase>>
   try {
-    applied = await migratePostgresDatabase(url, { onWaiting: (message) => process.stderr.write(`${message}\n`) })
+    migrated = await migratePostgresDatabase(url, { onWaiting: (message) => process.stderr.write(`${message}\n`) })
   } catch (error) {
     throw new CliError(`Migrations failed: ${describeFailure(error)}`)
   }
-  const head = `the database is at head (${migrationTags().length} migrations)`
-  process.stdout.write(applied.length === 0 ? `Nothing to apply: ${head}.\n` : `Applied ${applied.join(', ')}: ${head}.\n`)
+  const known = migrationTags().length
+  const head = migrated.recorded > known
+    ? `the database holds ${migrated.recorded} migrations, this release knows ${known}: a newer release migrated it`
+    : `the database is at head (${known} migrations)`
+  process.stdout.write(migrated.applied.length === 0 ? `Nothing to apply: ${head}.\n` : `Applied ${migrated.applied.join(', ')}: ${head}.\n`)
 }
 
 /**

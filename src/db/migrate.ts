@@ -26,6 +26,9 @@ export function migrationJournal (): Array<{ tag: string, when: number }> {
 /** The migrations' tags, oldest first. */
 export const migrationTags = (): string[] => migrationJournal().map((entry) => entry.tag)
 
+/** The tags a migration applied, and how many migrations the database then records (a newer release's too). */
+export interface Migrated { readonly applied: string[], readonly recorded: number }
+
 /** PostgreSQL's largest timeout, INT_MAX milliseconds. */
 const NO_DEADLINE_MS = 2_147_483_647
 /** How often a migrator that found the lock taken tries again. */
@@ -42,7 +45,7 @@ const LOCK_RETRY_MS = 250
  * leave the holder none for its migrator. Migrations have no deadline: the server's or role's
  * statement_timeout and idle_in_transaction_session_timeout are turned off for them.
  */
-export async function migratePostgresDatabase (url: string, { onWaiting }: { onWaiting?: (message: string) => void } = {}): Promise<string[]> {
+export async function migratePostgresDatabase (url: string, { onWaiting }: { onWaiting?: (message: string) => void } = {}): Promise<Migrated> {
   assertDriverPatched()
   const target = parseDatabaseUrl(url)
   // No answer deadline either; connecting is bounded as everywhere.
@@ -68,7 +71,8 @@ export async function migratePostgresDatabase (url: string, { onWaiting }: { onW
         if (lockLost) throw new Error('the migration lock\'s connection closed')
         const before = await appliedCount(runner)
         await migratePostgres(drizzlePostgres({ client: runner }), { migrationsFolder })
-        return migrationTags().slice(before, await appliedCount(runner))
+        const recorded = await appliedCount(runner)
+        return { applied: migrationTags().slice(before, recorded), recorded }
       })
       // postgres.js fails the transaction as soon as its connection closes, while Drizzle's
       // migrator goes on over the other one: without the lock, another instance may migrate

@@ -45,7 +45,7 @@ t.test('three migrators through a transaction pooler of two server connections a
   await until('three migrators waiting', async () => waiting === 3)
   await lock.release()
   const applied = await Promise.race([Promise.all(runs), sleep(60_000).then(() => 'still waiting after 60 s')])
-  t.strictSame(Array.isArray(applied) ? applied.map((tags) => tags.length).sort() : applied, [0, 0, migrationTags().length])
+  t.strictSame(Array.isArray(applied) ? applied.map(({ applied }) => applied.length).sort() : applied, [0, 0, migrationTags().length])
   t.equal(await appliedRecords(primary.url()), migrationTags().length)
 })
 
@@ -63,7 +63,7 @@ t.test('migrations run to the end past the database\'s statement_timeout and idl
   await admin.unsafe('create schema drizzle; create table drizzle.__drizzle_migrations (id serial primary key, hash text not null, created_at bigint)')
   const table = await holding(url, 'lock table drizzle.__drizzle_migrations in access exclusive mode')
   setTimeout(() => { table.release().catch(() => {}) }, 1500)
-  const outcome = await migratePostgresDatabase(url).then((tags) => tags.length, (error: Error) => `${error.name}: ${error.message}`)
+  const outcome = await migratePostgresDatabase(url).then(({ applied }) => applied.length, (error: Error) => `${error.name}: ${error.message}`)
   t.strictSame(outcome, migrationTags().length)
   t.equal(await appliedRecords(url), migrationTags().length)
 })
@@ -79,7 +79,7 @@ t.test('a migrator whose lock\'s connection is lost fails, and commits nothing',
   // A table of that name, not yet committed: the first migration's CREATE TABLE waits for it,
   // inside the migrations' transaction, and goes on when it is rolled back.
   const table = await holding(url, 'create table users (x int)')
-  const run = migratePostgresDatabase(url).then((tags) => tags.length, (error: Error) => error.name)
+  const run = migratePostgresDatabase(url).then(({ applied }) => applied.length, (error: Error) => error.name)
   const lockHolder = async () => (await admin`select pid from pg_locks where locktype = 'advisory' and objid = ${MIGRATION_LOCK_KEY} and granted`)[0]?.pid as number | undefined
   const creating = async () => (await admin`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like 'CREATE TABLE "users"%'`)[0].n === 1
   await until('the migrations waiting inside their transaction', creating)
