@@ -78,13 +78,24 @@ export async function buildManagementApp ({ api, isShuttingDown, logger }: Manag
   const unreadable = (error: unknown) => { cannotRead({ err: error }, describeFailure(error)); return false }
   const readable = (atHead: boolean) => { cannotRead.reset(); return atHead }
 
+  // When an outage began and when it healed, as the balancer's probes see it, beside each
+  // failed request's own line.
+  let databaseDown = false
+  const databaseAnswered = (error?: unknown) => {
+    if (error !== undefined && !databaseDown) app.log.warn({ err: error }, 'readiness: the database does not answer; not ready until it does')
+    if (error === undefined && databaseDown) app.log.info('readiness: the database answers again')
+    databaseDown = error !== undefined
+  }
+
   app.get('/health/ready', async (_request, reply) => {
     const body: Readiness = { status: 'up', database: 'up' }
     if (isShuttingDown() || !api.server.listening) body.api = 'down'
     try {
       await api.database.ping(CHECK_TIMEOUT_MS)
-    } catch {
+      databaseAnswered()
+    } catch (error) {
       body.database = 'down'
+      databaseAnswered(error)
     }
     // A database that answers but lacks this release's schema must not get traffic either.
     if (body.database === 'up' && !await migrationsAtHead(api, head).then(readable, unreadable)) body.migrations = 'down'

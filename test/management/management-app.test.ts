@@ -113,6 +113,28 @@ for (const kind of testDatabases()) {
       await show()
     })
 
+    // An outage's start and end were nowhere in the log: only each failed request's own line.
+    t.test('readiness says when the database stops answering and when it answers again, once each', async (t) => {
+      const log = captureLog()
+      const api = await build(t, kind)
+      const management = await buildManagementApp({ api, isShuttingDown: () => false, logger: pino(baseLoggerOptions({ logLevel: 'info' }), log.stream) })
+      t.teardown(() => management.close())
+      await api.listen({ port: 0, host: '127.0.0.1' })
+      const database = api.database as { ping: typeof api.database.ping }
+      const { ping } = database
+      t.teardown(() => { database.ping = ping })
+      const probe = async () => (await management.inject('/health/ready')).statusCode
+      t.strictSame([await probe()], [200])
+      database.ping = async () => { throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' }) }
+      t.strictSame([await probe(), await probe(), await probe()], [503, 503, 503])
+      database.ping = ping
+      t.strictSame([await probe(), await probe()], [200, 200])
+      t.strictSame(log.lines.map((line) => [line.level, line.msg, line.err?.code]), [
+        [40, 'readiness: the database does not answer; not ready until it does', 'ECONNREFUSED'],
+        [30, 'readiness: the database answers again', undefined]
+      ])
+    })
+
     t.test('GET /metrics: requests by route pattern and status, hash time, pool use, process metrics', async (t) => {
       const { api, management } = await setup(t)
       const user = uniqueUser('met')
