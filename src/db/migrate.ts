@@ -42,8 +42,9 @@ const LOCK_RETRY_MS = 250
  * session lock's take and release. The others try again every LOCK_RETRY_MS in short
  * transactions (`onWaiting` is told so, once) rather than wait inside one: through a pooler a
  * waiting transaction holds a server connection, and as many waiters as the pool has would
- * leave the holder none for its migrator. Migrations have no deadline: the server's or role's
- * statement_timeout and idle_in_transaction_session_timeout are turned off for them.
+ * leave the holder none for its migrator. Migrations have no deadline of ours: the server's or
+ * role's statement_timeout and idle_in_transaction_session_timeout are turned off for them; a
+ * lock_timeout is kept, which stops a migration from queueing every request behind its lock.
  */
 export async function migratePostgresDatabase (url: string, { onWaiting }: { onWaiting?: (message: string) => void } = {}): Promise<Migrated> {
   assertDriverPatched()
@@ -67,8 +68,15 @@ export async function migratePostgresDatabase (url: string, { onWaiting }: { onW
         // migrations run on the other connection, it must outlive them.
         await tx`set local idle_in_transaction_session_timeout = 0`
         await tx`set local statement_timeout = 0`
-        runner ??= await openRunner(options)
-        if (lockLost) throw new Error('the migration lock\'s connection closed')
+        if (runner === undefined) {
+          const opened = await openRunner(options)
+          // Lost while this one connected: the close above found nothing to end.
+          if (lockLost) {
+            await opened.end({ timeout: 0 })
+            throw new Error('the migration lock\'s connection closed')
+          }
+          runner = opened
+        }
         const before = await appliedCount(runner)
         await migratePostgres(drizzlePostgres({ client: runner }), { migrationsFolder })
         const recorded = await appliedCount(runner)
