@@ -27,12 +27,12 @@ const [{ buildApp }, { buildManagementApp }, { createMetrics }, { createLogger }
   import('./db/open-database.js')
 ])
 const metrics = createMetrics()
+const log = createLogger(config)
 // OpenTelemetry only when an OTLP endpoint is set: otherwise not one of its modules is loaded.
 const tracing = config.tracing === undefined
   ? undefined
-  : await (await import('./telemetry/otel.js')).startTracing({ config: config.tracing, onDropped: metrics.countDroppedSpans })
+  : await (await import('./telemetry/otel.js')).startTracing({ config: config.tracing, onDropped: metrics.countDroppedSpans, log })
 let shuttingDown = false
-const log = createLogger(config)
 let database: Database
 let app: App
 let management: ManagementApp | undefined

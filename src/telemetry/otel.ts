@@ -10,7 +10,7 @@ import type { TracingConfig } from '../config/tracing.js'
 import { sqlStateOf } from '../db/pg-errors.js'
 import { UNMATCHED_ROUTE } from '../http/request-path.js'
 import { installTracer } from './spans.js'
-import { boundedExport, type DroppedReason } from './span-export.js'
+import { boundedExport, collectorWatch, type DroppedReason } from './span-export.js'
 
 /** The ids a request's log lines carry, so they join its trace. */
 export interface TraceLogFields { trace_id: string, span_id: string }
@@ -28,6 +28,8 @@ export interface TracingOptions {
   readonly config: TracingConfig
   /** Spans given up: the queue was full (a slow or absent collector) or their export failed. */
   readonly onDropped: (reason: DroppedReason, count: number) => void
+  /** Where the collector's failures and return are said (span-export.ts's collectorWatch). */
+  readonly log?: FastifyBaseLogger
 }
 
 /**
@@ -58,13 +60,15 @@ class ParentOnlyPropagator implements TextMapPropagator {
  * headers, service name, resource attributes, sampler, batch sizes), exporting spans over
  * OTLP/HTTP; metrics stay on the Prometheus endpoint and logs on stdout.
  */
-export async function startTracing ({ config, onDropped }: TracingOptions): Promise<Tracing> {
+export async function startTracing ({ config, onDropped, log }: TracingOptions): Promise<Tracing> {
   // The exporter of the protocol asked for; both read OTEL_EXPORTER_OTLP_* alike. (The SDK itself
   // loads every exporter it knows, whichever is used.)
   const { OTLPTraceExporter } = config.protocol === 'http/json'
     ? await import('@opentelemetry/exporter-trace-otlp-http')
     : await import('@opentelemetry/exporter-trace-otlp-proto')
-  const exporter = boundedExport(new OTLPTraceExporter(), { maxQueue: config.batch.maxQueueSize, onDropped })
+  const exporter = boundedExport(new OTLPTraceExporter(), { maxQueue: config.batch.maxQueueSize, onDropped, onExported: log && collectorWatch(log) })
+  // Every reason's count exists from the start, at 0: a rate over it sees the first drops.
+  for (const reason of ['queue_full', 'export_failed'] as const) onDropped(reason, 0)
   const sdk = new NodeSDK({
     spanProcessors: [exporter.guard(new BatchSpanProcessor({ exporter, ...config.batch }))],
     textMapPropagator: new ParentOnlyPropagator(),

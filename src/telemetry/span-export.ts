@@ -1,6 +1,8 @@
 import { SpanKind, SpanStatusCode, TraceFlags, type Context } from '@opentelemetry/api'
 import { ExportResultCode, type ExportResult } from '@opentelemetry/core'
 import type { ReadableSpan, Span, SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace'
+import type { FastifyBaseLogger } from 'fastify'
+import { throttledWarning } from './logger.js'
 
 export type DroppedReason = 'queue_full' | 'export_failed'
 
@@ -18,15 +20,18 @@ export interface BoundedExporter extends SpanExporter {
  * messages and stacks (a driver's message can quote a parameter), keeping the error's class; a
  * server span's 4xx leaves its status unset.
  */
-export function boundedExport (exporter: SpanExporter, options: { maxQueue: number, onDropped: (reason: DroppedReason, count: number) => void }): BoundedExporter {
-  const { maxQueue, onDropped } = options
+export function boundedExport (exporter: SpanExporter, options: { maxQueue: number, onDropped: (reason: DroppedReason, count: number) => void, onExported?: (error?: Error) => void }): BoundedExporter {
+  const { maxQueue, onDropped, onExported } = options
   // Ended spans handed to the processor and not yet to the exporter: its queue.
   let queued = 0
   const bounded: BoundedExporter = {
     export (spans: ReadableSpan[], done: (result: ExportResult) => void): void {
       queued = Math.max(0, queued - spans.length)
       exporter.export(spans.map(asExported), (result) => {
-        if (result.code !== ExportResultCode.SUCCESS) onDropped('export_failed', spans.length)
+        if (result.code !== ExportResultCode.SUCCESS) {
+          onDropped('export_failed', spans.length)
+          onExported?.(result.error ?? new Error('export failed'))
+        } else onExported?.()
         done(result)
       })
     },
@@ -48,6 +53,26 @@ export function boundedExport (exporter: SpanExporter, options: { maxQueue: numb
     }
   }
   return bounded
+}
+
+/**
+ * What the collector did with the batches, in the log when it changes: a failure once a minute
+ * for each cause while they last (their spans are dropped, and counted), then the first batch it
+ * takes again. Without it a wrong endpoint or key showed only in a metric.
+ */
+export function collectorWatch (log: FastifyBaseLogger): (error?: Error) => void {
+  const failing = throttledWarning(log, 'traces: the collector did not take a batch; its spans are dropped (otel_spans_dropped_total) until it does')
+  let failed = false
+  return (error) => {
+    if (error === undefined) {
+      if (failed) log.info('traces: the collector takes batches again')
+      failed = false
+      failing.reset()
+      return
+    }
+    failed = true
+    failing({ err: error }, String((error as { code?: unknown }).code ?? error.name))
+  }
 }
 
 /**

@@ -3,6 +3,7 @@ import { isDeepStrictEqual } from 'node:util'
 import t from 'tap'
 import { MODULE_LOG, freePort, http, loadedModules, spawnServer, waitReady, type ServerProcess } from '../server-process.js'
 import { otlpReceiver } from '../support/otlp-receiver.js'
+import { until } from '../deploy/processes.js'
 
 // The real process: which modules it loads, what its collector's faults cost it, how it stops.
 t.setTimeout(300_000)
@@ -40,7 +41,9 @@ const onServer = spawnServer(t, {
   OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
   OTEL_BSP_SCHEDULE_DELAY: '50',
   OTEL_BSP_MAX_QUEUE_SIZE: '10',
-  OTEL_EXPORTER_OTLP_TIMEOUT: '500'
+  OTEL_EXPORTER_OTLP_TIMEOUT: '500',
+  // The collector's failures are warnings, its return an info line.
+  LOG_LEVEL: 'info'
 }, MODULE_LOG)
 // The shipped default: OTLP in protobuf.
 const protobufReceiver = await otlpReceiver(t)
@@ -80,6 +83,12 @@ t.test('a collector that refuses, black-holes and comes back: every answer as us
     t.ok(slowest < 1000, `${label}: ${count} answers, the slowest in ${slowest} ms`)
   }
 
+  // Each reason's series exists before its first drop, so that a rate over it sees that drop.
+  const series = (await http(managementPort, 'GET', '/metrics')).body.split('\n').filter((line) => line.startsWith('otel_spans_dropped_total{'))
+  t.strictSame(series, ['otel_spans_dropped_total{reason="queue_full"} 0', 'otel_spans_dropped_total{reason="export_failed"} 0'])
+  const failing = 'traces: the collector did not take a batch; its spans are dropped (otel_spans_dropped_total) until it does'
+  const back = 'traces: the collector takes batches again'
+  const said = (message: string) => server.stdout().split(message).length - 1
   await traffic(5, 'collector up')
   const first = await receiver.until((spans) => spans.some((span) => span.name === 'GET /users/me'))
   t.equal(first.find((span) => span.name === 'GET /users/me')?.attributes['http.response.status_code'], 401, 'spans arrive while the collector takes them')
@@ -88,6 +97,7 @@ t.test('a collector that refuses, black-holes and comes back: every answer as us
   await traffic(20, 'collector refusing')
   await sleep(300)
   t.ok(await droppedSpans(managementPort, 'export_failed') > 0, 'refused exports are counted as dropped spans')
+  t.strictSame([said(failing), said(back)], [1, 0], 'the log says the collector failed, once')
 
   receiver.setMode('black-hole')
   // More spans than the queue holds, while each export waits out its 500 ms.
@@ -99,6 +109,8 @@ t.test('a collector that refuses, black-holes and comes back: every answer as us
   await traffic(5, 'collector back')
   await receiver.until((spans) => spans.length > before && spans.slice(before).some((span) => span.name === 'GET /users/me'))
   t.pass('spans arrive again once the collector is back')
+  await until('the log saying so', () => said(back) === 1)
+  t.equal(said(back), 1, 'and that it takes them again, once')
 
   // A black-holed collector at the end costs the shutdown at most the tracer's 2 s bound.
   receiver.setMode('black-hole')

@@ -166,7 +166,7 @@ t.test('no password, hash, e-mail, token or query parameter in any span or attri
   const unmatched = spans.find((span) => span.kind === 2 && span.attributes['http.response.status_code'] === 404)
   t.equal(unmatched?.name, 'GET', 'an unmatched path names no path')
   t.equal(unmatched?.attributes['url.path'], '<unmatched>')
-  t.strictSame(dropped, [], 'nothing dropped while the collector takes every export')
+  t.strictSame(dropped.filter(([, count]) => count > 0), [], 'nothing dropped while the collector takes every export')
 })
 
 t.test('the limits\' calls to Redis have spans of their own, named, without their keys', { skip: redisSkip }, async (t) => {
