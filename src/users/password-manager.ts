@@ -102,7 +102,9 @@ export function createPasswordManager ({ cost, concurrency, onTiming }: Password
   // A hashing slot, then the work, timed for the metrics; in a span with both times when tracing.
   const inSlot = <T>(operation: 'hash' | 'verify', work: () => Promise<T>): Promise<T> => {
     const queued = performance.now()
+    let started = false
     return inSpan(`argon2 ${operation}`, {}, (span) => limit(async () => {
+      started = true
       const start = performance.now()
       try {
         return await work()
@@ -111,6 +113,10 @@ export function createPasswordManager ({ cost, concurrency, onTiming }: Password
         onTiming?.(operation, (end - start) / 1000)
         span.setAttributes({ 'hash.queue_wait_ms': round(start - queued), 'hash.duration_ms': round(end - start) })
       }
+    }).catch((error: unknown) => {
+      // Refused a slot (503): how long it waited for one is the span's point.
+      if (!started) span.setAttributes({ 'hash.queue_wait_ms': round(performance.now() - queued) })
+      throw error
     }))
   }
   const hash = (password: string): Promise<string> => inSlot('hash', () => hashWithSalt(options, password))

@@ -1,6 +1,8 @@
 import { eq } from 'drizzle-orm'
 import Fastify from 'fastify'
 import t from 'tap'
+import { trace } from '@opentelemetry/api'
+import { createPasswordManager } from '../../src/users/password-manager.js'
 import { users } from '../../src/db/schema.js'
 import { baseLoggerOptions } from '../../src/telemetry/logger.js'
 import { startTracing } from '../../src/telemetry/otel.js'
@@ -189,4 +191,21 @@ t.test('the limits\' calls to Redis have spans of their own, named, without thei
   const exported = [...new Set(spans.map((span) => span.raw))].join('\n')
   t.notOk(exported.includes(limitsKeyPrefix), 'no key of the limits in the spans')
   t.notOk(exported.includes('redis.traced@example.com'), 'nor the e-mail')
+})
+
+// The wait for a hashing slot matters most where it ended in a refusal (503): those spans had
+// only their error, the wait nowhere but in their length.
+t.test('a hash refused a slot still has its queue wait on its span', async (t) => {
+  const manager = createPasswordManager({ cost: { memoryCost: 1024, timeCost: 1, parallelism: 1 }, concurrency: 1 })
+  const stored = await manager.hash('Secreto123')
+  const traceId = await trace.getTracer('test').startActiveSpan('hash flood', async (parent) => {
+    // One running, 64 waiting (the queue's bound): the rest are refused at once.
+    await Promise.allSettled(Array.from({ length: 70 }, () => manager.checkLogin('Secreto123', async () => ({ passwordHash: stored }))))
+    parent.end()
+    return parent.spanContext().traceId
+  })
+  const spans = byTrace(traceId)(await receiver.until((all) => byTrace(traceId)(all).filter((span) => span.name === 'argon2 verify').length === 70))
+  const refused = spans.filter((span) => span.name === 'argon2 verify' && span.attributes['error.type'] !== undefined)
+  t.ok(refused.length >= 5, `${refused.length} refused`)
+  t.strictSame(refused.filter((span) => typeof span.attributes['hash.queue_wait_ms'] !== 'number').length, 0, 'each with its queue wait')
 })
