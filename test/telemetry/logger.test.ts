@@ -216,7 +216,9 @@ for (const kind of testDatabases()) {
       const response = await app.inject({ url: '/no/such/path?token=abc123secret', headers: { 'x-request-id': 'unmatched-1' } })
       t.equal(response.statusCode, 401)
       t.strictSame(response.json(), { statusCode: 401, error: 'Unauthorized', message: 'Token ausente' })
-      const [line] = linesOf('unmatched-1').filter((l) => l.msg === 'request completed')
+      const completed = linesOf('unmatched-1').filter((l) => l.msg === 'request completed')
+      t.equal(completed.length, 1, 'one request line')
+      const [line] = completed
       t.match(line, { method: 'GET', path: '/no/such/path', statusCode: 401 })
       t.notMatch(log.raw.join('\n'), 'abc123secret')
     })
@@ -225,7 +227,9 @@ for (const kind of testDatabases()) {
     t.test('a path under a wildcard route is logged by its path, not the pattern', async (t) => {
       const response = await app.inject({ method: 'POST', url: '/auth/no-such-operation?x=1', headers: { 'x-request-id': 'wildcard-1' }, payload: {} })
       t.strictSame([response.statusCode, response.json()], [404, { statusCode: 404, error: 'Not Found', message: 'Recurso no encontrado' }])
-      const [line] = linesOf('wildcard-1').filter((l) => l.msg === 'request completed')
+      const completed = linesOf('wildcard-1').filter((l) => l.msg === 'request completed')
+      t.equal(completed.length, 1, 'one request line')
+      const [line] = completed
       t.match(line, { method: 'POST', path: '/auth/no-such-operation', statusCode: 404 })
     })
 
