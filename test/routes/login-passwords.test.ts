@@ -89,8 +89,9 @@ for (const kind of testDatabases()) {
 }
 
 t.test('hashing saturated: beyond the running and 64 waiting jobs, 503 with Retry-After: 1', async (t) => {
-  // One slot and a deliberately slow hash, so 100 logins at once overflow the queue.
-  const app = await build(t, 'pglite', { env: { HASH_CONCURRENCY: '1', ARGON2_MEMORY_KIB: '8192', ARGON2_ITERATIONS: '3' } })
+  // One slot and a deliberately slow hash (a few hundred ms: every login reaches the queue before
+  // the first hash ends, even on a busy machine), so 100 logins at once overflow the queue.
+  const app = await build(t, 'pglite', { env: { HASH_CONCURRENCY: '1', ARGON2_MEMORY_KIB: '65536', ARGON2_ITERATIONS: '4' } })
   const responses = await Promise.all(Array.from({ length: 100 }, () =>
     app.inject({ method: 'POST', url: '/auth/login', payload: { email: 'user@example.com', password: 'User12345' } })))
   const refused = responses.filter((r) => r.statusCode === 503)
