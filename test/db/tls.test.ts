@@ -7,7 +7,7 @@ import t, { type Test } from 'tap'
 import { users } from '../../src/db/schema.js'
 import { until } from '../deploy/processes.js'
 import { assertLoggedIn, assertSignedUp, errorBodies } from '../helper.js'
-import { createCertificates } from '../support/pg-certificates.js'
+import { createCertificates, createClientCertificate } from '../support/pg-certificates.js'
 import { createPrimary, pgServersSkip } from '../support/pg-servers.js'
 import { productionApp } from '../support/production-app.js'
 import { createTcpProxy } from '../support/tcp-proxy.js'
@@ -55,6 +55,30 @@ t.test('a commit waiting for a synchronous standby that is gone, with verify-ful
   t.strictSame([answer.statusCode, answer.json()], [503, errorBodies.unavailable])
   await until('the wait cancelled', async () => /canceling wait for synchronous replication due to user request/.test(server.logs()), 5000).catch(() => {})
   t.match(server.logs(), /WARNING: {2}canceling wait for synchronous replication due to user request/, 'the server cancelled the wait')
+})
+
+// CONTRACT §2's sslcert and sslkey: a server that takes only client certificates. Nothing
+// checked that the pair was presented, only that it was read.
+t.test('a server that takes only client certificates: the service presents its sslcert, and without one the start stops', { skip }, async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'ums-tls-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  const certificates = await createCertificates(dir, ['127.0.0.1'])
+  const client = await createClientCertificate(dir, certificates, 'postgres')
+  // Its own plain connections (server.query) are trusted; every TLS one must bring the certificate.
+  const server = await createPrimary(t, { tls: certificates, clientCa: certificates.ca })
+  const url = `postgres://postgres@127.0.0.1:${server.port}/postgres?sslmode=verify-full&sslrootcert=${certificates.ca}`
+  const { app, management } = await productionApp(t, `${url}&sslcert=${client.cert}&sslkey=${client.key}`)
+  const account = { username: 'certified', email: 'certified@example.com' }
+  await assertSignedUp(t, app, await app.inject({ method: 'POST', url: '/auth/signup', payload: { ...account, password: 'Secreto123' } }), account)
+  const ready = await management.inject('/health/ready')
+  t.strictSame([ready.statusCode, ready.json()], [200, { status: 'up', database: 'up' }])
+  const connections = await server.query("select s.client_dn as dn from pg_stat_activity a join pg_stat_ssl s using (pid) where a.application_name like 'user-management%'")
+  t.ok(connections.length >= 2, `${connections.length} connections of the service`)
+  t.strictSame(connections.filter((c) => c.dn !== '/CN=postgres'), [], 'each presented the client certificate')
+
+  const started = spawnServer(t, { APP_PROFILE: 'production', PORT: String(await freePort()), MANAGEMENT_PORT: 'off', JWT_SECRET: TEST_SECRET, DATABASE_URL: url })
+  t.strictSame(await started.exited, { code: 1, signal: null })
+  t.strictSame(started.stderr().trim().split('\n'), ['Startup failed: PostgresError 28000: connection requires a valid client certificate'], 'without sslcert: one line, the server\'s reason')
 })
 
 t.test('a certificate the CA did not sign stops the start: exit 1, one line naming the problem', { skip }, async (t) => {

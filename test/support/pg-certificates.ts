@@ -14,6 +14,8 @@ export interface TestCertificates extends ServerCertificates {
   ca: string
   /** A CA that signed nothing here: a client trusting only it must refuse the server. */
   otherCa: string
+  /** `ca`'s private key: what signs a client's certificate too (createClientCertificate). */
+  caKey: string
 }
 
 // EC P-256 rather than RSA: a key takes milliseconds instead of a noticeable pause per test.
@@ -42,5 +44,15 @@ export async function createCertificates (dir: string, hosts: string[]): Promise
   // A random serial: a fixed one would make two runs' certificates look like the same one.
   const serial = `0x${Date.now().toString(16)}${Math.floor(Math.random() * 0xffff).toString(16)}`
   await run('openssl', ['x509', '-req', '-in', csr, '-CA', ca.cert, '-CAkey', ca.key, '-set_serial', serial, '-days', '2', '-extfile', ext, '-out', cert])
-  return { ca: ca.cert, cert, key, otherCa: other.cert }
+  return { ca: ca.cert, cert, key, otherCa: other.cert, caKey: ca.key }
+}
+
+/** In `dir`: a client certificate for the database role `user` (its CN), signed by `certificates`' CA. */
+export async function createClientCertificate (dir: string, certificates: TestCertificates, user: string): Promise<ServerCertificates> {
+  const [csr, cert, key, ext] = ['client.csr', 'client.crt', 'client.key', 'client.ext'].map((file) => join(dir, file))
+  writeFileSync(ext, 'basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth\n')
+  await run('openssl', ['req', '-new', ...newKey, '-keyout', key, '-out', csr, '-subj', `/CN=${user}`])
+  const serial = `0x${Date.now().toString(16)}${Math.floor(Math.random() * 0xffff).toString(16)}`
+  await run('openssl', ['x509', '-req', '-in', csr, '-CA', certificates.ca, '-CAkey', certificates.caKey, '-set_serial', serial, '-days', '2', '-extfile', ext, '-out', cert])
+  return { cert, key }
 }

@@ -102,7 +102,7 @@ const serverConf = (dir: string, port: number) =>
   `\nlisten_addresses = '127.0.0.1'\nport = ${port}\nunix_socket_directories = '${dir}'\ncluster_name = 'pg-${port}'\n`
 
 /** A primary of the test's own, on a free port, trusting every local and 127.0.0.1 connection. */
-export async function createPrimary (t: Test, options: { tls?: ServerCertificates, requireTls?: boolean } = {}): Promise<PgServer> {
+export async function createPrimary (t: Test, options: { tls?: ServerCertificates, requireTls?: boolean, clientCa?: string } = {}): Promise<PgServer> {
   const [dir, port] = [ownedTempDir(t, 'ums-pg-'), await freePort()]
   const data = join(dir, 'data')
   await asPostgres(dir, join(pgBin, 'initdb'), ['-D', data, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--locale=C', '--no-sync', '--no-instructions'])
@@ -121,7 +121,13 @@ export async function createPrimary (t: Test, options: { tls?: ServerCertificate
       ownByPostgres(join(data, to))
     }
     conf += "ssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\n"
-    hba += (options.requireTls ? rule('hostnossl', 'reject') : '') + rule('hostssl', 'trust')
+    // With a client CA, a TLS connection must bring a certificate it signed, for the role it names.
+    if (options.clientCa) {
+      copyFileSync(options.clientCa, join(data, 'root.crt'))
+      ownByPostgres(join(data, 'root.crt'))
+      conf += "ssl_ca_file = 'root.crt'\n"
+    }
+    hba += (options.requireTls ? rule('hostnossl', 'reject') : '') + rule('hostssl', options.clientCa ? 'cert' : 'trust')
   }
   hba += rule('host', 'trust')
   appendFileSync(join(data, 'postgresql.conf'), conf)
