@@ -1,5 +1,6 @@
 import { Agent, request } from 'node:http'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { isDeepStrictEqual } from 'node:util'
 
 /** One answer (or its absence) as a client behind the balancer saw it. */
 export interface Outcome {
@@ -10,6 +11,8 @@ export interface Outcome {
   readonly error: string | undefined
   readonly startedAt: number
   readonly ms: number
+  /** The contract's status with another body than the request's: what was wrong with it. */
+  readonly wrongBody?: string
 }
 
 /**
@@ -102,15 +105,19 @@ export function steadyTraffic (port: number, accounts: readonly Account[], pause
   const loops = accounts.map(async (account) => {
     while (running) {
       const pick = step++ % 20
+      const record = { id: account.id, username: account.username, email: account.email }
       if (pick < 17) {
-        outcomes.push(await account.client.send('me', 'GET', '/users/me', { headers: { authorization: `Bearer ${account.token}` } }))
+        const outcome = await account.client.send('me', 'GET', '/users/me', { headers: { authorization: `Bearer ${account.token}` } })
+        outcomes.push(checked(outcome, outcome.body, { ...record, role: 'ROLE_USER' }))
       } else if (pick < 18) {
-        outcomes.push(await account.client.send('login', 'POST', '/auth/login', { body: { email: account.email, password: account.password } }))
+        const outcome = await account.client.send('login', 'POST', '/auth/login', { body: { email: account.email, password: account.password } })
+        const { token, ...rest } = typeof outcome.body === 'object' && outcome.body !== null ? outcome.body : { token: undefined }
+        outcomes.push(checked(outcome, { ...rest, token: COMPACT_JWT.test(String(token)) }, { ...record, token: true }))
       } else {
         const user = newUser()
         const outcome = await client(port, freshAddress(), false).send('signup', 'POST', '/auth/signup', { body: user })
-        outcomes.push(outcome)
-        if (outcome.status === 201) acknowledged.push({ id: outcome.body.id, email: user.email })
+        outcomes.push(checked(outcome, outcome.body, { id: outcome.body?.id, username: user.username, email: user.email }))
+        if (outcome.status === 201 && Number.isInteger(outcome.body?.id)) acknowledged.push({ id: outcome.body.id, email: user.email })
       }
       await sleep(pauseMs)
     }
@@ -126,9 +133,17 @@ export function steadyTraffic (port: number, accounts: readonly Account[], pause
   }
 }
 
-/** Failures are answers other than the contract's status for that request, or no answer at all. */
+const COMPACT_JWT = /^[\w-]+\.[\w-]+\.[\w-]+$/
+
+/** The outcome, marked when its status is the contract's but its body is not the one expected. */
+function checked (outcome: Outcome, seen: unknown, wanted: unknown): Outcome {
+  if (outcome.status !== expected[outcome.op] || isDeepStrictEqual(seen, wanted)) return outcome
+  return { ...outcome, wrongBody: JSON.stringify(outcome.body).slice(0, 200) }
+}
+
+/** Failures are answers other than the contract's status and body for that request, or no answer at all. */
 export function summary (outcomes: readonly Outcome[]) {
-  const failures = outcomes.filter((o) => o.status !== expected[o.op])
+  const failures = outcomes.filter((o) => o.status !== expected[o.op] || o.wrongBody !== undefined)
   const slowest = outcomes.reduce((max, o) => Math.max(max, o.ms), 0)
   return { requests: outcomes.length, failures, slowest }
 }
