@@ -133,9 +133,8 @@ for (const kind of testDatabases()) {
     t.test('a client that disconnects mid-listing stops the listing and leaks nothing', async (t) => {
       const { app, token } = await setup(t)
       await populate(app)
-      const address = await app.listen({ port: 0, host: '127.0.0.1' })
+      await app.listen({ port: 0, host: '127.0.0.1' })
       const { port } = app.server.address() as AddressInfo
-      t.ok(address)
 
       // Spy on the pages, slowed down as a slow database would be, to see where the listing stops.
       const original = app.database.copyUserPage

@@ -200,15 +200,16 @@ for (const kind of testDatabases()) {
       const valid = 'abc.DEF_123-' + 'x'.repeat(52)
       t.equal(valid.length, 64)
       for (const [incoming, kept] of [[valid, true], ['x'.repeat(65), false], ['bad id', false], ['ñandú', false], [undefined, false]] as const) {
+        const before = log.lines.length
         const response = await app.inject({ url: '/users/me', headers: incoming === undefined ? {} : { 'x-request-id': incoming } })
         t.equal(response.statusCode, 401)
         t.strictSame(response.json(), { statusCode: 401, error: 'Unauthorized', message: 'Token ausente' })
         const echoed = response.headers['x-request-id'] as string
         if (kept) t.equal(echoed, incoming, 'kept')
         else t.match(echoed, UUID, `${JSON.stringify(incoming)} replaced`)
-        const lines = linesOf(echoed)
-        t.ok(lines.length >= 1, 'the request\'s lines carry its id')
-        t.ok(lines.every((line) => line.reqId === echoed))
+        // Every line the request wrote (its security event, its request line) carries the id.
+        const written = log.lines.slice(before)
+        t.strictSame(written.map((line) => [line.msg, line.reqId]), [['authz_fail', echoed], ['request completed', echoed]], 'the request\'s lines carry its id')
       }
     })
 
