@@ -15,6 +15,12 @@ t.test('a lost connection is the database\'s fault, whatever wraps it; a SQLSTAT
   for (const code of ['08006', '57P01', '57014', '53300', '42P01', '42703', '28000', '28P01', '3D000']) t.equal(databaseUnavailable(wrapped({ code })), true, code)
   for (const code of ['23505', '22P02', '42601', '42883']) t.equal(databaseUnavailable(wrapped({ code })), false, code)
   t.equal(databaseUnavailable(new Error('a bug')), false)
+  // Whatever its code, a server that ends the session (FATAL) refused this instance, not a request:
+  // a database closed to connections (55000), CONNECT revoked (42501).
+  for (const code of ['55000', '42501']) {
+    t.equal(databaseUnavailable(wrapped({ code, severity: 'FATAL' })), true, `${code} FATAL`)
+    t.equal(databaseUnavailable(wrapped({ code, severity: 'ERROR' })), false, `${code} ERROR: a request's own`)
+  }
   // A server that hung up or stayed silent before the connection was ready, as the connector raises it.
   for (const hungUp of [true, false]) t.equal(databaseUnavailable(wrapped(new NotReadyError('db:5432', hungUp))), true, `NotReadyError, hung up: ${hungUp}`)
   // Cancelled past statement_timeout, whatever the server then answered (kept as the cause).
