@@ -72,14 +72,17 @@ export function createMemoryStore ({ maxEntries = 100_000, now = Date.now }: { m
   const makeRoom = (at: number): void => {
     for (const [key, entry] of entries) if (entry.expiresAt <= at) entries.delete(key)
     let drop = entries.size < maxEntries ? 0 : Math.ceil(maxEntries / 10)
-    // A pass a weight, lightest first; a flood's entries (one failure of a limit of 10 and more) are weight 0 or 1.
-    for (let weight = 0; weight <= TENTHS && drop > 0; weight++) {
-      for (const [key, entry] of entries) {
-        if (drop <= 0) break
-        if (weightOf(entry) === weight) {
-          entries.delete(key)
-          drop--
-        }
+    if (drop === 0) return
+    // One pass: the oldest `drop` keys of each weight, then the lightest weights' go.
+    const byWeight: string[][] = Array.from({ length: TENTHS + 1 }, () => [])
+    for (const [key, entry] of entries) {
+      const keys = byWeight[weightOf(entry)]
+      if (keys.length < drop) keys.push(key)
+    }
+    for (const keys of byWeight) {
+      for (const key of keys) {
+        if (drop-- <= 0) return
+        entries.delete(key)
       }
     }
   }

@@ -56,22 +56,24 @@ export function boundedExport (exporter: SpanExporter, options: { maxQueue: numb
 }
 
 /**
- * What the collector did with the batches, in the log when it changes: a failure once a minute
- * for each cause while they last (their spans are dropped, and counted), then the first batch it
- * takes again. Without it a wrong endpoint or key showed only in a metric.
+ * What the collector did with the batches, in the log: a failure once a minute for each cause
+ * (their spans are dropped, and counted), and a batch taken after failures, once a minute too, so
+ * a collector that fails every other batch does not write a line for each. Without it a wrong
+ * endpoint or key showed only in a metric.
  */
-export function collectorWatch (log: FastifyBaseLogger): (error?: Error) => void {
+export function collectorWatch (log: FastifyBaseLogger, now = Date.now): (error?: Error) => void {
   const failing = throttledWarning(log, 'traces: the collector did not take a batch; its spans are dropped (otel_spans_dropped_total) until it does')
-  let failed = false
+  let failedSinceSaid = false
+  let backSaidAt = -Infinity
   return (error) => {
-    if (error === undefined) {
-      if (failed) log.info('traces: the collector takes batches again')
-      failed = false
-      failing.reset()
-      return
+    if (error !== undefined) {
+      failedSinceSaid = true
+      failing({ err: error }, String((error as { code?: unknown }).code ?? error.name))
+    } else if (failedSinceSaid && now() - backSaidAt >= 60_000) {
+      log.info('traces: the collector takes batches again')
+      failedSinceSaid = false
+      backSaidAt = now()
     }
-    failed = true
-    failing({ err: error }, String((error as { code?: unknown }).code ?? error.name))
   }
 }
 

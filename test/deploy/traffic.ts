@@ -116,7 +116,8 @@ export function steadyTraffic (port: number, accounts: readonly Account[], pause
       } else {
         const user = newUser()
         const outcome = await client(port, freshAddress(), false).send('signup', 'POST', '/auth/signup', { body: user })
-        outcomes.push(checked(outcome, outcome.body, { id: outcome.body?.id, username: user.username, email: user.email }))
+        const id = Number.isInteger(outcome.body?.id) ? outcome.body.id : 'an integer'
+        outcomes.push(checked(outcome, outcome.body, { id, username: user.username, email: user.email }))
         if (outcome.status === 201 && Number.isInteger(outcome.body?.id)) acknowledged.push({ id: outcome.body.id, email: user.email })
       }
       await sleep(pauseMs)

@@ -91,13 +91,17 @@ for (const kind of testDatabases()) {
 t.test('hashing saturated: beyond the running and 64 waiting jobs, 503 with Retry-After: 1', async (t) => {
   // One slot and a deliberately slow hash (a few hundred ms: every login reaches the queue before
   // the first hash ends, even on a busy machine), so 100 logins at once overflow the queue.
-  const app = await build(t, 'pglite', { env: { HASH_CONCURRENCY: '1', ARGON2_MEMORY_KIB: '65536', ARGON2_ITERATIONS: '4' } })
+  const log = captureLog()
+  const app = await build(t, 'pglite', { env: { HASH_CONCURRENCY: '1', ARGON2_MEMORY_KIB: '65536', ARGON2_ITERATIONS: '4' }, logger: { level: 'info', stream: log.stream } })
   const responses = await Promise.all(Array.from({ length: 100 }, () =>
     app.inject({ method: 'POST', url: '/auth/login', payload: { email: 'user@example.com', password: 'User12345' } })))
   const refused = responses.filter((r) => r.statusCode === 503)
   const served = responses.filter((r) => r.statusCode === 200)
   t.equal(refused.length + served.length, 100, 'every login is either served or refused')
   t.ok(refused.length >= 35, `at least the 35 beyond the queue are refused (${refused.length})`)
+  // Refused at once for the queue's bound, not after the 2 s wait (which refuses the rest).
+  const reasons = log.text().match(/argon2 queue: [^"]*/g) ?? []
+  t.equal(reasons.filter((reason) => reason === 'argon2 queue: all 1 running, 64 waiting').length, 35, 'exactly the 35 beyond one running and 64 waiting')
   t.ok(served.length >= 1, `the running and some queued ones are served (${served.length})`)
   for (const response of served) assertLoggedIn(t, response, user)
   for (const response of refused) {

@@ -110,7 +110,7 @@ t.test('a collector that refuses, black-holes and comes back: every answer as us
   await receiver.until((spans) => spans.length > before && spans.slice(before).some((span) => span.name === 'GET /users/me'))
   t.pass('spans arrive again once the collector is back')
   await until('the log saying so', () => said(back) === 1)
-  t.equal(said(back), 1, 'and that it takes them again, once')
+  t.pass('the log says the collector takes batches again')
 
   // A black-holed collector at the end costs the shutdown at most the tracer's 2 s bound.
   receiver.setMode('black-hole')
