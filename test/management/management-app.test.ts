@@ -29,6 +29,15 @@ for (const kind of testDatabases()) {
       t.teardown(() => management.close())
       return { api, management, state }
     }
+    /** The same, listening, its management listener logging to a captured log. */
+    async function loggedSetup (t: Test) {
+      const log = captureLog()
+      const api = await build(t, kind)
+      const management = await buildManagementApp({ api, isShuttingDown: () => false, logger: pino(baseLoggerOptions({ logLevel: 'info' }), log.stream) })
+      t.teardown(() => management.close())
+      await api.listen({ port: 0, host: '127.0.0.1' })
+      return { log, api, management }
+    }
     // The cases that only read what never changes (liveness, the documents) share one.
     const shared = await setup(t)
 
@@ -85,11 +94,7 @@ for (const kind of testDatabases()) {
     // A runtime role without SELECT on Drizzle's record kept an instance out of the balancer
     // for good, and nothing said why.
     t.test('readiness says once in the log why the record of migrations cannot be read', async (t) => {
-      const log = captureLog()
-      const api = await build(t, kind)
-      const management = await buildManagementApp({ api, isShuttingDown: () => false, logger: pino(baseLoggerOptions({ logLevel: 'info' }), log.stream) })
-      t.teardown(() => management.close())
-      await api.listen({ port: 0, host: '127.0.0.1' })
+      const { log, api, management } = await loggedSetup(t)
       const { db } = api.database
       const hide = async () => { await db.execute(sql`alter table drizzle.__drizzle_migrations rename to hidden_migrations`) }
       const show = async () => { await db.execute(sql`alter table drizzle.hidden_migrations rename to __drizzle_migrations`) }
@@ -115,11 +120,7 @@ for (const kind of testDatabases()) {
 
     // An outage's start and end were nowhere in the log: only each failed request's own line.
     t.test('readiness says when the database stops answering and when it answers again, once each', async (t) => {
-      const log = captureLog()
-      const api = await build(t, kind)
-      const management = await buildManagementApp({ api, isShuttingDown: () => false, logger: pino(baseLoggerOptions({ logLevel: 'info' }), log.stream) })
-      t.teardown(() => management.close())
-      await api.listen({ port: 0, host: '127.0.0.1' })
+      const { log, api, management } = await loggedSetup(t)
       const database = api.database as { ping: typeof api.database.ping }
       const { ping } = database
       t.teardown(() => { database.ping = ping })

@@ -29,16 +29,22 @@ t.test('the profile picks the log format: JSON with ISO time in production, pino
   t.equal(development.level, 'info')
 })
 
-t.test('production lines still pending when the process exits are all written, in order', async (t) => {
+/** A child process's script: the production logger as `log`, then `body`. */
+function withProductionLog (body: string): string {
   const source = (path: string) => JSON.stringify(new URL(path, import.meta.url).href)
-  const script = `
+  return `
     import pino from 'pino'
     import { loadConfig } from ${source('../../src/config/index.ts')}
     import { loggerOptions } from ${source('../../src/telemetry/logger.ts')}
     const { stream, ...options } = loggerOptions(loadConfig({ APP_PROFILE: 'production', DATABASE_URL: 'postgres://db/x', JWT_SECRET: 'k'.repeat(16) + 'z'.repeat(16) }))
     const log = pino(options, stream)
+    ${body}`
+}
+
+t.test('production lines still pending when the process exits are all written, in order', async (t) => {
+  const script = withProductionLog(`
     for (let n = 0; n < 2000; n++) log.info({ n }, 'line')
-    process.exit(0)`
+    process.exit(0)`)
   const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { maxBuffer: 16 * 1024 * 1024 })
   const numbers = stdout.trim().split('\n').map((line) => JSON.parse(line).n)
   t.strictSame(numbers, Array.from({ length: 2000 }, (_, n) => n), 'no line lost, none out of order')
@@ -47,17 +53,11 @@ t.test('production lines still pending when the process exits are all written, i
 // A full disk under the log (ENOSPC) ended the process at once, uncaught, with every instance
 // that shares the disk: the lines are lost, not the service.
 t.test('a production log that cannot be written costs its lines, not the process; stderr says so once', async (t) => {
-  const source = (path: string) => JSON.stringify(new URL(path, import.meta.url).href)
-  const script = `
-    import pino from 'pino'
-    import { loadConfig } from ${source('../../src/config/index.ts')}
-    import { loggerOptions } from ${source('../../src/telemetry/logger.ts')}
-    const { stream, ...options } = loggerOptions(loadConfig({ APP_PROFILE: 'production', DATABASE_URL: 'postgres://db/x', JWT_SECRET: 'k'.repeat(16) + 'z'.repeat(16) }))
-    const log = pino(options, stream)
+  const script = withProductionLog(`
     for (let n = 0; n < 20000; n++) log.info({ n }, 'line')
     await new Promise((resolve) => setTimeout(resolve, 600))
     for (let n = 0; n < 20000; n++) log.info({ n }, 'line')
-    process.stderr.write('still running')`
+    process.stderr.write('still running')`)
   const full = openSync('/dev/full', 'w')
   t.teardown(() => closeSync(full))
   const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { stdio: ['ignore', full, 'pipe'] })
