@@ -33,8 +33,20 @@ function connectOnce (target: DatabaseHost, sslMode: SslMode, tls: TlsSettings |
       negotiateTls(raw, target, sslMode, tls).then((socket) => {
         clearTimeout(timer)
         raw.removeListener('error', fail)
-        resolve(socket)
+        resolve(namingItsHost(socket, target))
       }, fail)
     })
   })
+}
+
+/**
+ * Each error of the socket says where it went, before postgres.js hears of it: a reset says only
+ * `read ECONNRESET`, and with several hosts the log could not tell which (CONTRACT §7).
+ */
+function namingItsHost (socket: Socket, { host, port }: DatabaseHost): Socket {
+  socket.on('error', (error: NodeJS.ErrnoException & { address?: string, port?: number }) => {
+    error.address ??= host
+    error.port ??= port
+  })
+  return socket
 }

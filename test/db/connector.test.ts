@@ -106,3 +106,18 @@ t.test('a server\'s refusal at startup is kept as its host\'s failure; a text-on
   const text = `127.0.0.1:${ports[1]} refused the connection: could not fork new process for connection: Cannot allocate memory`
   t.strictSame(await failureOf(ports[1]), { kept: text, errors: [`UMS_DB_STARTUP_REFUSED: ${text}`] }, 'the text-only error')
 })
+
+// A connection the network reset said only `read ECONNRESET` in the log: with several hosts an
+// operator could not tell which one. Its error now names the host it went to.
+t.test('an error on an open connection names its host: a reset says address and port', async (t) => {
+  const server = createServer((socket: Socket) => { setTimeout(() => socket.resetAndDestroy(), 50) })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise((resolve) => server.close(resolve)))
+  const { port } = server.address() as { port: number }
+  const connector = createConnector(parseDatabaseUrl(`postgres://app@127.0.0.1:${port}/users?sslmode=disable`), { connectTimeoutMs: 1000, answerDeadlineMs: Infinity })
+  t.teardown(() => { connector.destroyAll(); connector.stop() })
+  const socket = await connector.open() as Socket
+  // As postgres.js listens, after the connector handed the socket over.
+  const error = await new Promise<NodeJS.ErrnoException & { address?: string, port?: number }>((resolve) => socket.once('error', resolve))
+  t.strictSame([error.code, error.address, error.port], ['ECONNRESET', '127.0.0.1', port])
+})
