@@ -7,9 +7,8 @@ import { migrate as migratePostgres } from 'drizzle-orm/postgres-js/migrator'
 import postgres from 'postgres'
 import { parseDatabaseUrl } from '../config/database-url.js'
 import { createConnector } from './connector.js'
-import { clientOptions } from './postgres-options.js'
+import { acceptsStartupTimeouts, clientOptions, type ServerTimeouts } from './postgres-options.js'
 import { assertDriverPatched } from './postgres-internals.js'
-import { refusedStartupParameter } from './pg-errors.js'
 
 /** Found from src/db (tsx) and dist/db (built) alike. */
 export const migrationsFolder = fileURLToPath(new URL('../../drizzle', import.meta.url))
@@ -29,8 +28,8 @@ export const migrationTags = (): string[] => migrationJournal().map((entry) => e
 /** The tags a migration applied, and how many migrations the database then records (a newer release's too). */
 export interface Migrated { readonly applied: string[], readonly recorded: number }
 
-/** PostgreSQL's largest timeout, INT_MAX milliseconds. */
-const NO_DEADLINE_MS = 2_147_483_647
+/** PostgreSQL's largest timeouts, INT_MAX milliseconds (24 days): none, for a migration. */
+const NO_DEADLINES = { statementMs: 2_147_483_647, idleInTransactionMs: 2_147_483_647 }
 /** How often a migrator that found the lock taken tries again. */
 const LOCK_RETRY_MS = 250
 
@@ -51,8 +50,8 @@ export async function migratePostgresDatabase (url: string, { onWaiting }: { onW
   const target = parseDatabaseUrl(url)
   // No answer deadline either; connecting is bounded as everywhere.
   const connector = createConnector(target, { connectTimeoutMs: 5000, answerDeadlineMs: Infinity })
-  const options = { ...clientOptions(target, connector, { applicationName: 'user-management-migrations' }), max: 1, prepare: false, connect_timeout: 5 }
-  const lock = postgres(options)
+  const options = (timeouts?: ServerTimeouts) => ({ ...clientOptions(target, connector, { applicationName: 'user-management-migrations', timeouts }), max: 1, prepare: false, connect_timeout: 5 })
+  const lock = postgres(options())
   let runner: postgres.Sql | undefined
   let lockLost = false
   // Seconds the clients get to finish at the end; none when no host took a connection.
@@ -69,13 +68,13 @@ export async function migratePostgresDatabase (url: string, { onWaiting }: { onW
         await tx`set local idle_in_transaction_session_timeout = 0`
         await tx`set local statement_timeout = 0`
         if (runner === undefined) {
-          const opened = await openRunner(options)
-          // Lost while this one connected: the close above found nothing to end.
-          if (lockLost) {
-            await opened.end({ timeout: 0 })
-            throw new Error('the migration lock\'s connection closed')
-          }
-          runner = opened
+          // Without the server's or the role's timeouts where the startup packet may say so; a
+          // transaction pooler refuses that, and there they apply (DATABASE_MIGRATION_URL, a
+          // direct connection, is the way around them).
+          const unbounded = await acceptsStartupTimeouts(target, connector, NO_DEADLINES)
+          // Lost while that was asked: the close below found no migrator to end.
+          if (lockLost) throw new Error('the migration lock\'s connection closed')
+          runner = postgres(options(unbounded ? NO_DEADLINES : undefined))
         }
         const before = await appliedCount(runner)
         await migratePostgres(drizzlePostgres({ client: runner }), { migrationsFolder })
@@ -94,25 +93,6 @@ export async function migratePostgresDatabase (url: string, { onWaiting }: { onW
   } finally {
     connector.stop()
     await Promise.all([lock.end({ timeout: endTimeout }), runner?.end({ timeout: endTimeout })])
-  }
-}
-
-/**
- * Drizzle's migrator's client, without the server's or the role's statement_timeout and
- * idle_in_transaction_session_timeout where the startup packet may say so. A transaction pooler
- * refuses that (PgBouncer's stock settings): there they apply, and DATABASE_MIGRATION_URL, a
- * direct connection, is the way around them.
- */
-async function openRunner (options: postgres.Options<Record<string, never>>): Promise<postgres.Sql> {
-  // The largest the server takes (24 days), not 0: postgres.js leaves a falsy value out of the packet.
-  const unbounded = postgres({ ...options, connection: { ...options.connection, statement_timeout: NO_DEADLINE_MS, idle_in_transaction_session_timeout: NO_DEADLINE_MS } })
-  try {
-    await unbounded`select 1`
-    return unbounded
-  } catch (error) {
-    await unbounded.end({ timeout: 0 })
-    if (!refusedStartupParameter(error)) throw error
-    return postgres(options)
   }
 }
 

@@ -1,5 +1,5 @@
 /** PostgreSQL error fields, wherever the driver put them (Drizzle wraps them in `cause`). */
-interface PgErrorFields { code?: unknown, message?: unknown, severity?: unknown, constraint_name?: unknown, constraint?: unknown, cause?: unknown }
+interface PgErrorFields { code?: unknown, message?: unknown, constraint_name?: unknown, constraint?: unknown, cause?: unknown }
 
 /** How many links of an error's cause chain are read, here and in the log (a chain may loop). */
 export const MAX_CAUSE_DEPTH = 5
@@ -64,7 +64,7 @@ export function databaseUnavailable (error: unknown): boolean {
     const { code } = fields
     // A server that ends the session (FATAL) refused the instance, whatever its code: a database
     // closed to connections (55000), CONNECT revoked (42501).
-    if (isSqlState(code)) return unavailableSqlState(code) || fields.severity === 'FATAL'
+    if (isSqlState(code)) return unavailableSqlState(code) || severityOf(fields) === 'FATAL'
     // The network, our own bounds, and TLS to a server whose certificate no longer verifies.
     if (typeof code === 'string' && (UNAVAILABLE_NODE_CODES.has(code) || TLS_VERIFY_CODES.test(code))) return true
   }

@@ -7,7 +7,7 @@ import { createTransactions } from './transactions.js'
 import { withTimeout, type Database } from './database.js'
 import { createArrivalQueue } from '../http/arrival-queue.js'
 import { parseDatabaseUrl } from '../config/database-url.js'
-import { ANSWER_DEADLINE_MS, CONNECT_TIMEOUT_MS, STATEMENT_TIMEOUT_MS, acceptsStartupTimeouts, clientOptions } from './postgres-options.js'
+import { ANSWER_DEADLINE_MS, CONNECT_TIMEOUT_MS, REQUEST_TIMEOUTS, STATEMENT_TIMEOUT_MS, acceptsStartupTimeouts, clientOptions } from './postgres-options.js'
 import { MIGRATION_STATE_SQL, USERS_BY_IDS_SQL, userCopyPageSql } from './queries.js'
 import { createConnector } from './connector.js'
 import { assertDriverPatched, cancelRunning, copyOut, failWaiting, onConnection, type PendingQuery } from './postgres-internals.js'
@@ -30,8 +30,9 @@ export async function connectPostgres (options: PostgresOptions): Promise<Databa
   const target = parseDatabaseUrl(options.url)
   const connector = createConnector(target, { connectTimeoutMs: CONNECT_TIMEOUT_MS, answerDeadlineMs: ANSWER_DEADLINE_MS })
   const startupTimeouts = await acceptsStartupTimeouts(target, connector).catch((error: unknown) => { connector.stop(); throw error })
+  const timeouts = startupTimeouts ? REQUEST_TIMEOUTS : undefined
   const client = postgres({
-    ...clientOptions(target, connector, { applicationName: options.applicationName, startupTimeouts }),
+    ...clientOptions(target, connector, { applicationName: options.applicationName, timeouts }),
     max: options.poolMax,
     prepare: startupTimeouts,
     // No pipelining: a query gets a connection of its own or waits in the pool's queue, so
@@ -47,7 +48,7 @@ export async function connectPostgres (options: PostgresOptions): Promise<Databa
   // Health checks get a connection of their own: a probe that gives up destroys it, and never
   // holds one of the pool's (CONTRACT §7).
   const probeConnector = createConnector(target, { connectTimeoutMs: CONNECT_TIMEOUT_MS, answerDeadlineMs: ANSWER_DEADLINE_MS })
-  const probe = postgres({ ...clientOptions(target, probeConnector, { applicationName: `${options.applicationName ?? 'user-management'}-probe`, startupTimeouts }), max: 1, max_lifetime: 30 * 60 })
+  const probe = postgres({ ...clientOptions(target, probeConnector, { applicationName: `${options.applicationName ?? 'user-management'}-probe`, timeouts }), max: 1, max_lifetime: 30 * 60 })
   async function probed<T> (query: PromiseLike<T>, timeoutMs: number): Promise<T> {
     try {
       return await withTimeout(query, timeoutMs)

@@ -56,8 +56,7 @@ export const IN_FLIGHT = ':inflight'
  * entries go first, then a tenth of the rest, those furthest from their limit first and the oldest
  * among equals. A flood of new keys costs memory only up to the cap, and evicts its own kind: a
  * lock took its limit of failures to make, and an attacker flooding to lift it would need more
- * locks than nine tenths of the cap (with the oldest tenth going first, 50,000 refused logins
- * from 500 /64s lifted every lock).
+ * locks than nine tenths of the cap.
  */
 export function createMemoryStore ({ maxEntries = 100_000, now = Date.now }: { maxEntries?: number, now?: () => number } = {}): MemoryAttemptStore {
   const entries = new Map<string, Entry>()

@@ -7,7 +7,7 @@ import { httpError } from '../http/error-bodies.js'
 import { messages } from '../http/messages.js'
 import { rerouteFrameworkError } from '../http/refusals.js'
 import { describeFailure } from '../telemetry/error-description.js'
-import { throttledWarning } from '../telemetry/logger.js'
+import { dependencyWatch, throttledWarning } from '../telemetry/logger.js'
 
 export interface ManagementOptions {
   /** The API instance: its listener, database, metrics and route schemas. */
@@ -80,12 +80,10 @@ export async function buildManagementApp ({ api, isShuttingDown, logger }: Manag
 
   // When an outage began and when it healed, as the balancer's probes see it, beside each
   // failed request's own line.
-  let databaseDown = false
-  const databaseAnswered = (error?: unknown) => {
-    if (error !== undefined && !databaseDown) app.log.warn({ err: error }, 'readiness: the database does not answer; not ready until it does')
-    if (error === undefined && databaseDown) app.log.info('readiness: the database answers again')
-    databaseDown = error !== undefined
-  }
+  const databaseAnswered = dependencyWatch(app.log, {
+    down: 'readiness: the database does not answer; not ready until it does',
+    back: 'readiness: the database answers again'
+  })
 
   app.get('/health/ready', async (_request, reply) => {
     const body: Readiness = { status: 'up', database: 'up' }

@@ -117,15 +117,38 @@ export function createLogger (config: Config): FastifyBaseLogger {
  * gives each distinct cause its own minute (a connection refused must not hide a password
  * Redis rejects); `reset` lets the next occurrence speak at once (a new outage after a recovery).
  */
-export function throttledWarning (log: FastifyBaseLogger, message: string, intervalMs = 60_000) {
+export function throttledWarning (log: FastifyBaseLogger, message: string, intervalMs = 60_000, now = Date.now) {
   const last = new Map<string, number>()
   const warn = (details: object = {}, kind = ''): void => {
-    const now = Date.now()
-    if (now - (last.get(kind) ?? -Infinity) < intervalMs) return
+    const at = now()
+    if (at - (last.get(kind) ?? -Infinity) < intervalMs) return
     // Kinds are error codes, a handful; the cap only guards against a cause that varies without end.
     if (last.size >= 32 && !last.has(kind)) last.clear()
-    last.set(kind, now)
+    last.set(kind, at)
     log.warn(details, message)
   }
   return Object.assign(warn, { reset: () => last.clear() })
+}
+
+/**
+ * A dependency's failures and return, said in the log: a failure once a minute for each cause
+ * (its code), and an answer after failures once a minute too, so that one failing every other
+ * call does not write a line for each. Called with the error of each failed call, and with
+ * nothing after each one that succeeded.
+ */
+export function dependencyWatch (log: FastifyBaseLogger, { down, back }: { down: string, back: string }, now = Date.now): (error?: unknown) => void {
+  const failing = throttledWarning(log, down, 60_000, now)
+  let failedSinceSaid = false
+  let backSaidAt = -Infinity
+  return (error) => {
+    if (error !== undefined) {
+      failedSinceSaid = true
+      const { code, name } = (error ?? {}) as { code?: unknown, name?: unknown }
+      failing({ err: error }, String(code ?? name))
+    } else if (failedSinceSaid && now() - backSaidAt >= 60_000) {
+      log.info(back)
+      failedSinceSaid = false
+      backSaidAt = now()
+    }
+  }
 }

@@ -2,7 +2,7 @@ import { SpanKind, SpanStatusCode, TraceFlags, type Context } from '@opentelemet
 import { ExportResultCode, type ExportResult } from '@opentelemetry/core'
 import type { ReadableSpan, Span, SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace'
 import type { FastifyBaseLogger } from 'fastify'
-import { throttledWarning } from './logger.js'
+import { dependencyWatch } from './logger.js'
 
 export type DroppedReason = 'queue_full' | 'export_failed'
 
@@ -55,27 +55,11 @@ export function boundedExport (exporter: SpanExporter, options: { maxQueue: numb
   return bounded
 }
 
-/**
- * What the collector did with the batches, in the log: a failure once a minute for each cause
- * (their spans are dropped, and counted), and a batch taken after failures, once a minute too, so
- * a collector that fails every other batch does not write a line for each. Without it a wrong
- * endpoint or key showed only in a metric.
- */
-export function collectorWatch (log: FastifyBaseLogger, now = Date.now): (error?: Error) => void {
-  const failing = throttledWarning(log, 'traces: the collector did not take a batch; its spans are dropped (otel_spans_dropped_total) until it does')
-  let failedSinceSaid = false
-  let backSaidAt = -Infinity
-  return (error) => {
-    if (error !== undefined) {
-      failedSinceSaid = true
-      failing({ err: error }, String((error as { code?: unknown }).code ?? error.name))
-    } else if (failedSinceSaid && now() - backSaidAt >= 60_000) {
-      log.info('traces: the collector takes batches again')
-      failedSinceSaid = false
-      backSaidAt = now()
-    }
-  }
-}
+/** What the collector did with the batches, in the log (without it a wrong endpoint or key showed only in a metric). */
+export const collectorWatch = (log: FastifyBaseLogger, now = Date.now) => dependencyWatch(log, {
+  down: 'traces: the collector did not take a batch; its spans are dropped (otel_spans_dropped_total) until it does',
+  back: 'traces: the collector takes batches again'
+}, now)
 
 /**
  * HTTP's semantic conventions: a server span's 4xx is the client's error, its status left unset;
