@@ -35,9 +35,8 @@ export async function connectPostgres (options: PostgresOptions): Promise<Databa
     ...clientOptions(target, connector, { applicationName: options.applicationName, timeouts }),
     max: options.poolMax,
     prepare: startupTimeouts,
-    // No pipelining: a query gets a connection of its own or waits in the pool's queue, so
-    // "waiting for a connection" is a state the acquire timeout below can see and bound.
-    // (A documented option that postgres.js's types leave out.)
+    // No pipelining (documented, left out of the types): a query gets a connection of its own or
+    // waits in the pool's queue, a state the acquire timeout below can see and bound.
     ...{ max_pipeline: 0 } as object,
     // postgres.js waits up to 20 s between connection attempts after repeated failures; a
     // database back after an outage would sit unused that long. At most 1 s here, with jitter.
