@@ -49,11 +49,14 @@ function decodedUrlPart (text: string, what: string): string {
 /** `h1:5432,[::1]:5433,h3` into hosts and ports (libpq's default port 5432). */
 function parseHosts (authority: string): DatabaseHost[] {
   if (authority === '') return [{ host: 'localhost', port: 5432 }]
-  return authority.split(',').map((entry) => {
+  const entries = authority.split(',')
+  return entries.map((entry, i) => {
+    // Named by its place, never quoted: a URL missing its `@` has the password here.
+    const which = entries.length === 1 ? 'the host' : `host ${i + 1} of ${entries.length}`
     const match = /^(\[[^\]]+\]|[^:[\]]*)(?::(\d{1,5}))?$/.exec(entry)
     const port = Number(match?.[2] ?? 5432)
-    if (!match || port < 1 || port > 65535) throw new DatabaseUrlError(`host "${entry}" is not host[:port] with a port from 1 to 65535`)
-    const host = decodedUrlPart(match[1].replace(/^\[|\]$/g, ''), `host "${entry}"`) || 'localhost'
+    if (!match || port < 1 || port > 65535) throw new DatabaseUrlError(`${which} is not host[:port] with a port from 1 to 65535`)
+    const host = decodedUrlPart(match[1].replace(/^\[|\]$/g, ''), which) || 'localhost'
     return { host, port }
   })
 }

@@ -1,7 +1,7 @@
 import { availableParallelism } from 'node:os'
 import { Value } from '@sinclair/typebox/value'
 import { ConfigError } from './config-error.js'
-import { checkedDatabaseUrl, checkedRedisUrl, withoutPassword } from './urls.js'
+import { checkedDatabaseUrl, checkedRedisUrl, quotedValue } from './urls.js'
 import { checkProductionTrustProxy, parseTrustProxy } from './trust-proxy.js'
 import { EnvSchema, integerRule, takesInteger, type Env } from './env.js'
 import { checkSecret, tokenKeys, type TokenKeys } from './jwt.js'
@@ -62,7 +62,7 @@ export function loadConfig (source: Record<string, string | undefined>): Config 
     const variable = error.path.slice(1)
     const schema = (EnvSchema.properties as Record<string, { description?: string, minimum?: number }>)[variable]
     const rule = schema?.description ?? (schema?.minimum !== undefined ? integerRule(schema) : 'is invalid')
-    throw new ConfigError(variable, `${rule} (got ${JSON.stringify(withoutPassword(String(raw[variable]))).slice(0, 80)})`)
+    throw new ConfigError(variable, `${rule} (${quotedValue(variable, String(raw[variable]))})`)
   }
   const env = values as Env
   // NODE_ENV is not ours to read (CONTRACT §1's switch is APP_PROFILE), but a deployment saying

@@ -31,17 +31,17 @@ export function checkedRedisUrl (url: string | undefined): string | undefined {
   return url
 }
 
+/** Variables whose values may carry a secret: a URL's password or key, a key, a header's token. */
+const MAY_HOLD_A_SECRET = /(_URL|_ENDPOINT|_HEADERS|SECRET|PRIVATE_KEY|PASSWORD)(_PREVIOUS)?$/
+const QUOTED_MAX = 60
+
 /**
- * A value as a refusal may quote it: whatever comes before its last `@` may hold a password, with
- * or without a `scheme://` before it (`app:secret@db/users`, `postgres//app:secret@db`), and only
- * a plain user name before a colon is shown.
+ * A refused value as its refusal quotes it: not at all where it may hold a secret (a URL's
+ * password may sit anywhere in a malformed one: libpq's `key=value` form, a missing `@`, a
+ * query's key), else cut to QUOTED_MAX characters.
  */
-export function withoutPassword (value: string): string {
-  const at = value.lastIndexOf('@')
-  if (at === -1) return value
-  const scheme = /^[a-z][a-z0-9+.-]*:\/\//i.exec(value)?.[0] ?? ''
-  const userInfo = value.slice(scheme.length, at)
-  const colon = userInfo.indexOf(':')
-  const user = userInfo.slice(0, colon)
-  return `${scheme}${colon !== -1 && /^[\w.-]*$/.test(user) ? `${user}:***` : '***'}@${value.slice(at + 1)}`
+export function quotedValue (variable: string, value: string): string {
+  if (MAY_HOLD_A_SECRET.test(variable)) return 'the value is not quoted: it may hold a secret'
+  const cut = [...value]
+  return `got ${JSON.stringify(cut.slice(0, QUOTED_MAX).join(''))}${cut.length > QUOTED_MAX ? '…' : ''}`
 }
