@@ -11,7 +11,14 @@ const IN_FLIGHT_MS = 10_000
 
 function configOrExit (): Config {
   try {
-    return loadConfig(process.env)
+    const config = loadConfig(process.env)
+    // DATABASE_URL is production's: development serves from memory whatever it says. Started so
+    // (an environment file copied from .env.example), an instance would take sign-ups, lose them
+    // at its next restart, and let the seed accounts in with their published passwords.
+    if (config.profile === 'development' && config.databaseUrl !== undefined) {
+      throw new ConfigError('APP_PROFILE', 'is development (the default), which ignores DATABASE_URL and keeps accounts in memory, seed accounts included: set APP_PROFILE=production, or unset DATABASE_URL')
+    }
+    return config
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error
     // One line naming the variable; a stack trace would only hide it.
@@ -90,12 +97,14 @@ closeWithGrace({
   app.log.info('shut down')
 })
 
+let listening = 'PORT'
 try {
   await app.listen({ port: config.port, host: config.host })
+  listening = 'MANAGEMENT_PORT'
   if (management) await management.listen({ port: config.management.port!, host: config.management.host })
   logSecurityEvent(app.log, 'sys_startup', { profile: config.profile, port: config.port, managementPort: config.management.port, database: app.database.driver })
 } catch (error) {
   // One line, as every failed start (CONTRACT §7): the address taken or refused says enough.
-  process.stderr.write(`Cannot listen: ${describeFailure(error)}\n`)
+  process.stderr.write(`Cannot listen on ${listening}: ${describeFailure(error)}\n`)
   process.exit(1)
 }

@@ -57,7 +57,9 @@ t.test('each bad configuration stops the process with exit 1 and one line naming
     ['production without DATABASE_URL', { APP_PROFILE: 'production', JWT_SECRET: TEST_SECRET }, 'DATABASE_URL'],
     ['production with a short JWT_SECRET', { ...production, JWT_SECRET: 'short-secret' }, 'JWT_SECRET'],
     ['TRUST_PROXY=0.0.0.0/0', { TRUST_PROXY: '0.0.0.0/0' }, 'TRUST_PROXY'],
-    ['a malformed percent-encoding in DATABASE_URL', { DATABASE_URL: 'postgres://bob:S3cret%ZZ@127.0.0.1:1/none' }, 'DATABASE_URL']
+    ['a malformed percent-encoding in DATABASE_URL', { DATABASE_URL: 'postgres://bob:S3cret%ZZ@127.0.0.1:1/none' }, 'DATABASE_URL'],
+    // Served from memory, it would lose every sign-up at its next restart.
+    ['development with a DATABASE_URL', { DATABASE_URL: 'postgres://postgres@127.0.0.1:1/none' }, 'APP_PROFILE']
   ]
   // The processes exit before opening anything, so several run at once; four at a time
   // keeps a two-core machine responsive for the other test files.
@@ -84,8 +86,18 @@ t.test('a port already taken stops the start with exit 1, one line naming the ca
   const { port } = taken.address() as AddressInfo
   const server = spawnServer(t, { PORT: String(port), MANAGEMENT_PORT: 'off', ARGON2_MEMORY_KIB: '1024', ARGON2_ITERATIONS: '1' })
   t.strictSame(await server.exited, { code: 1, signal: null })
-  t.strictSame(server.stderr().split('\n').filter(Boolean), [`Cannot listen: Error EADDRINUSE: listen EADDRINUSE: address already in use 127.0.0.1:${port}`])
+  t.strictSame(server.stderr().split('\n').filter(Boolean), [`Cannot listen on PORT: Error EADDRINUSE: listen EADDRINUSE: address already in use 127.0.0.1:${port}`])
   t.notMatch(server.stdout(), /\n\s+at /, 'no stack trace in the log either')
+})
+
+t.test('a management port already taken is named as such', async (t) => {
+  const taken = createServer()
+  await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => { taken.close() })
+  const { port } = taken.address() as AddressInfo
+  const server = spawnServer(t, { PORT: String(await freePort()), MANAGEMENT_PORT: String(port), ARGON2_MEMORY_KIB: '1024', ARGON2_ITERATIONS: '1' })
+  t.strictSame(await server.exited, { code: 1, signal: null })
+  t.strictSame(server.stderr().split('\n').filter(Boolean), [`Cannot listen on MANAGEMENT_PORT: Error EADDRINUSE: listen EADDRINUSE: address already in use 127.0.0.1:${port}`])
 })
 
 t.test('three production instances started at once on one empty PostgreSQL database all serve', { skip: process.env.TEST_DATABASE_URL ? false : 'TEST_DATABASE_URL is not set: PostgreSQL-only test skipped' }, async (t) => {
