@@ -27,6 +27,12 @@ export const Username = Type.String({
 /** The `email` format is replaced by a linear check that runs after the length cap (src/http/validation.ts). */
 export const Email = Type.String({ format: 'email', maxLength: MAX_EMAIL_LENGTH, not: blank, examples: ['ana@example.com'] })
 
+/**
+ * The own-info request's optional e-mail (CONTRACT §5): present, it is checked for type and
+ * format only, so a blank one is not a valid e-mail rather than a missing one.
+ */
+export const OptionalEmail = Type.String({ format: 'email', maxLength: MAX_EMAIL_LENGTH, examples: ['ana@example.com'] })
+
 export const NewPassword = Type.String({
   minLength: 8,
   maxLength: 16,

@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox'
-import { Email, Id, NewPassword, Password, Role, Username, ref } from './common.js'
+import { Email, Id, NewPassword, OptionalEmail, Password, Role, Username, ref } from './common.js'
 import { USERNAME_LENGTH } from './user-rules.js'
 
 // Each schema has an $id: it is registered once (app.ts) and is a named component of the OpenAPI
@@ -15,7 +15,7 @@ export const LoginBody = Type.Object({ email: Email, password: Password }, {
 })
 /** SPEC.md's own-info request; optional, and only its e-mail is checked (CONTRACT §5). */
 export const MeBody = Type.Object({
-  email: Type.Optional(Email),
+  email: Type.Optional(OptionalEmail),
   password: Type.Optional(Type.Unknown({ description: 'Accepted, never read: the token is the proof of identity.' }))
 }, {
   $id: 'MeBody',
