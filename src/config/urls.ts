@@ -28,6 +28,15 @@ export function checkedRedisUrl (url: string | undefined): string | undefined {
   if (percentDecoded(parsed.username) === undefined || percentDecoded(parsed.password) === undefined) {
     throw new ConfigError('REDIS_URL', 'has a malformed percent-encoding in its user or password')
   }
+  // ioredis sends `SELECT <path>` before every command, `SELECT NaN` too, whose refusal then
+  // ended the start with a stack trace; and it reads each query parameter as one of its own
+  // options, over the timeouts the limits' fall-back relies on (src/plugins/limits-redis.ts).
+  if (!/^\/?(\d{1,5})?$/.test(parsed.pathname)) {
+    throw new ConfigError('REDIS_URL', 'must end in its host:port, or a database number such as /2')
+  }
+  if (parsed.search !== '' || parsed.hash !== '') {
+    throw new ConfigError('REDIS_URL', 'takes no ?parameters or #fragment: ioredis would read them as its own options')
+  }
   return url
 }
 

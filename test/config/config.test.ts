@@ -83,6 +83,7 @@ t.test('values are parsed into their types', async (t) => {
   t.equal(config.hashConcurrency, 3)
   t.strictSame(loadConfig({ TRUST_PROXY: 'loopback, linklocal,uniquelocal' }).trustProxy, ['loopback', 'linklocal', 'uniquelocal'], 'proxy-addr\'s names')
   t.equal(loadConfig({ PORT: '' }).port, 8080, 'an empty variable counts as unset')
+  for (const url of ['redis://cache:6379', 'redis://cache:6379/', 'rediss://u:p@cache:6380/3']) t.equal(loadConfig({ REDIS_URL: url }).redisUrl, url, url)
 })
 
 const invalid: Array<[string, Record<string, string>, string]> = [
@@ -128,6 +129,11 @@ const invalid: Array<[string, Record<string, string>, string]> = [
   ['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'otlp.vendor.example/v1/traces?api-key=sk_live_S3cret' }, 'Invalid configuration: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT must be an http:// or https:// URL such as http://collector:4318/v1/traces (the value is not quoted: it may hold a secret)'],
   // A long value is cut, and says so.
   ['CORS_ORIGINS', { CORS_ORIGINS: 'x'.repeat(70) }, `Invalid configuration: CORS_ORIGINS must be a comma-separated list of origins such as https://app.example.com (got "${'x'.repeat(60)}"…)`],
+  // ioredis sent SELECT NaN, whose refusal ended the start with a stack trace; parameters are its options.
+  ['REDIS_URL', { REDIS_URL: 'redis://127.0.0.1:6379/abc' }, 'Invalid configuration: REDIS_URL must end in its host:port, or a database number such as /2'],
+  ['REDIS_URL', { REDIS_URL: 'redis://127.0.0.1:6379/1/2' }, 'Invalid configuration: REDIS_URL must end in its host:port, or a database number such as /2'],
+  ['REDIS_URL', { REDIS_URL: 'redis://127.0.0.1:6379?db=abc' }, 'Invalid configuration: REDIS_URL takes no ?parameters or #fragment: ioredis would read them as its own options'],
+  ['REDIS_URL', { REDIS_URL: 'redis://127.0.0.1:6379/0?commandTimeout=60000' }, 'Invalid configuration: REDIS_URL takes no ?parameters or #fragment: ioredis would read them as its own options'],
   ['REDIS_URL', { REDIS_URL: 'redis://:%zz@127.0.0.1:6379' }, 'Invalid configuration: REDIS_URL has a malformed percent-encoding in its user or password'],
   ['REDIS_URL', { REDIS_URL: 'redis://a b' }, 'Invalid configuration: REDIS_URL must be a redis:// or rediss:// URL (the value is not quoted: it may hold a secret)'],
   ['REDIS_URL', { REDIS_URL: 'redis://[::1' }, 'Invalid configuration: REDIS_URL is not a URL that can be parsed'],
