@@ -51,7 +51,7 @@ export async function migratePostgresDatabase (url: string, { onWaiting }: { onW
   // No answer deadline either; connecting is bounded as everywhere.
   const connector = createConnector(target, { connectTimeoutMs: 5000, answerDeadlineMs: Infinity })
   const options = (timeouts?: ServerTimeouts) => ({ ...clientOptions(target, connector, { applicationName: 'user-management-migrations', timeouts }), max: 1, prepare: false, connect_timeout: 5 })
-  const lock = postgres(options())
+  let lock = postgres(options())
   let runner: postgres.Sql | undefined
   let lockLost = false
   // Seconds the clients get to finish at the end; none when no host took a connection.
@@ -59,6 +59,19 @@ export async function migratePostgresDatabase (url: string, { onWaiting }: { onW
   try {
     // The lock's connection first, so that no host to connect to fails here, bounded, with its cause.
     await connector.started(() => lock`select 1`).catch((error: unknown) => { endTimeout = 0; throw error })
+    // At head, nothing is written: a start on a server that refuses writes for a while serves reads.
+    const recorded = await appliedCount(lock)
+    if (recorded >= migrationTags().length) return { applied: [], recorded }
+    // postgres.js's `primary` check, which the pool uses too, passes a primary set read-only: as
+    // libpq's `read-write` does, each host that refuses writes is ranked behind the others
+    // (src/db/host-order.ts) and the lock's connection opened again, until one takes them.
+    for (let tried = 1; await readOnly(lock); tried++) {
+      if (tried >= target.hosts.length) throw new ReadOnlyDatabaseError(target.hosts.length)
+      connector.refusedWrite()
+      await lock.end({ timeout: 0 })
+      lock = postgres(options())
+      await connector.started(() => lock`select 1`)
+    }
     for (let waited = false; ; waited = true) {
       const held = lock.begin(async (tx) => {
         const [{ locked }] = await tx<Array<{ locked: boolean }>>`select pg_try_advisory_xact_lock(${MIGRATION_LOCK_KEY}) as locked`
@@ -94,6 +107,20 @@ export async function migratePostgresDatabase (url: string, { onWaiting }: { onW
     connector.stop()
     await Promise.all([lock.end({ timeout: endTimeout }), runner?.end({ timeout: endTimeout })])
   }
+}
+
+/** Every host of the URL refuses writes while migrations are pending. */
+export class ReadOnlyDatabaseError extends Error {
+  readonly code = 'UMS_DB_READ_ONLY'
+  constructor (hosts: number) {
+    super(`migrations are pending and ${hosts > 1 ? `none of the ${hosts} hosts takes` : 'the server does not take'} writes (transaction_read_only is on: a demoted primary, or default_transaction_read_only set)`)
+    this.name = 'ReadOnlyDatabaseError'
+  }
+}
+
+async function readOnly (sql: postgres.Sql): Promise<boolean> {
+  const [{ transaction_read_only: readOnly }] = await sql<Array<{ transaction_read_only: string }>>`show transaction_read_only`
+  return readOnly === 'on'
 }
 
 async function appliedCount (sql: postgres.Sql): Promise<number> {

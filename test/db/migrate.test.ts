@@ -125,3 +125,31 @@ t.test('a migrator whose lock is lost while its second connection opens closes t
   await sleep(3500)
   t.strictSame([...await admin`select application_name, state from pg_stat_activity where datname = ${database} and pid <> pg_backend_pid()`], [], 'no connection of the migrator left')
 })
+
+// postgres.js's `primary` check passes a primary set read-only (CONTRACT §2's demoted primary):
+// listed first, it failed every start and CLI run with 25006, although libpq's `read-write`
+// moves on to the next host.
+t.test('a read-only server listed first: migrations go to the host that takes writes; read-only and at head, nothing to do', { skip: pgServersSkip() }, async (t) => {
+  const [first, second] = [await createPrimary(t), await createPrimary(t)]
+  await Promise.all([first.createDatabase('ums'), second.createDatabase('ums')])
+  await first.query('alter system set default_transaction_read_only = on')
+  await first.query('select pg_reload_conf()')
+  const both = `postgres://postgres@127.0.0.1:${first.port},127.0.0.1:${second.port}/ums?target_session_attrs=read-write`
+  t.strictSame(await migratePostgresDatabase(both), { applied: migrationTags(), recorded: migrationTags().length })
+  const recordedOn = async (server: typeof first) => {
+    const sql = postgres(server.url('ums'), { max: 1, onnotice: () => {} })
+    try { return (await sql`select to_regclass('drizzle.__drizzle_migrations') is not null as migrated`)[0].migrated } finally { await sql.end() }
+  }
+  t.strictSame([await recordedOn(first), await recordedOn(second)], [false, true], 'written on the second host only')
+
+  await t.rejects(migratePostgresDatabase(first.url('ums')), {
+    name: 'ReadOnlyDatabaseError',
+    code: 'UMS_DB_READ_ONLY',
+    message: 'migrations are pending and the server does not take writes (transaction_read_only is on: a demoted primary, or default_transaction_read_only set)'
+  }, 'alone and pending, it says why')
+
+  // At head, a start needs no write: the server that refuses them for a while still serves reads.
+  await second.query('alter system set default_transaction_read_only = on')
+  await second.query('select pg_reload_conf()')
+  t.strictSame(await migratePostgresDatabase(second.url('ums')), { applied: [], recorded: migrationTags().length })
+})
