@@ -59,8 +59,12 @@ export async function migratePostgresDatabase (url: string, { onWaiting }: { onW
   try {
     // The lock's connection first, so that no host to connect to fails here, bounded, with its cause.
     await connector.started(() => lock`select 1`).catch((error: unknown) => { endTimeout = 0; throw error })
-    // At head, nothing is written: a start on a server that refuses writes for a while serves reads.
-    const recorded = await appliedCount(lock)
+    // At head, nothing is written: a start on a server that refuses writes for a while serves
+    // reads. Read without the server's or role's statement_timeout, as the migrations run.
+    const recorded = await lock.begin(async (tx) => {
+      await tx`set local statement_timeout = 0`
+      return await appliedCount(tx)
+    })
     if (recorded >= migrationTags().length) return { applied: [], recorded }
     // postgres.js's `primary` check, which the pool uses too, passes a primary set read-only: as
     // libpq's `read-write` does, each host that refuses writes is ranked behind the others
@@ -123,7 +127,7 @@ async function readOnly (sql: postgres.Sql): Promise<boolean> {
   return readOnly === 'on'
 }
 
-async function appliedCount (sql: postgres.Sql): Promise<number> {
+async function appliedCount (sql: postgres.Sql | postgres.TransactionSql): Promise<number> {
   const [{ exists }] = await sql<Array<{ exists: boolean }>>`select to_regclass('drizzle.__drizzle_migrations') is not null as exists`
   if (!exists) return 0
   const [{ applied }] = await sql<Array<{ applied: number }>>`select count(*)::int as applied from drizzle.__drizzle_migrations`
