@@ -86,10 +86,23 @@ for (const kind of testDatabases()) {
       const text = await me({ payload: 'email=user@example.com', contentType: 'text/plain' })
       t.equal(text.statusCode, 415)
       t.strictSame(text.json(), { statusCode: 415, error: 'Unsupported Media Type', message: 'Tipo de contenido no soportado' })
-      // Without a body the type describes nothing: an absent body, as with no Content-Type.
-      for (const contentType of ['text/plain', 'application/x-www-form-urlencoded']) {
+      // Without a body the type describes nothing: an absent body, as with no Content-Type, also
+      // one Fastify cannot read (it answered 415 before any parser of ours ran).
+      for (const contentType of ['text/plain', 'application/x-www-form-urlencoded', 'json', 'a, b']) {
         const empty = await me({ payload: '', contentType })
         t.strictSame([empty.statusCode, empty.json()], [200, record], `${contentType} with no body`)
+      }
+      const unreadable = await me({ payload: '{}', contentType: 'json' })
+      t.strictSame([unreadable.statusCode, unreadable.json()], [415, { statusCode: 415, error: 'Unsupported Media Type', message: 'Tipo de contenido no soportado' }], 'with a body, an unreadable type is 415')
+    })
+
+    t.test('a path no route serves is 404 whatever Content-Type came, body or not', async (t) => {
+      const notFound = { statusCode: 404, error: 'Not Found', message: 'Recurso no encontrado' }
+      for (const url of ['/nope', '/auth/x', '/users/me/x']) {
+        for (const payload of [undefined, '{}']) {
+          const response = await app.inject({ method: 'POST', url, headers: { authorization: `Bearer ${token}`, 'content-type': 'json' }, ...(payload ? { payload } : {}) })
+          t.strictSame([response.statusCode, response.json()], [404, notFound], `${url}, ${payload ?? 'no body'}`)
+        }
       }
     })
 
