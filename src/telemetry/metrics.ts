@@ -22,6 +22,9 @@ export interface Metrics {
 export function createMetrics (): Metrics {
   const registry = new Registry()
   collectDefaultMetrics({ register: registry })
+  // Gauges named like counters, which `promtool check metrics` refuses (prometheus/client_js#283);
+  // each is the sum of its by-type gauge (nodejs_active_handles, …), which stays.
+  for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) registry.removeSingleMetric(name)
   const labelNames = ['method', 'route', 'status_code'] as const
   const requests = new Counter({ name: 'http_requests_total', help: 'API requests answered, by route pattern and status code', labelNames, registers: [registry] })
   const duration = new Histogram({
