@@ -116,6 +116,7 @@ export function loadConfig (source: Record<string, string | undefined>): Config 
     }
   }
   checkArgon2Cost(config.argon2, config.hashConcurrency, production)
+  checkListeners(config)
   if (production) checkProduction(config, env, given)
   return deepFreeze(config)
 }
@@ -130,6 +131,16 @@ function checkProduction (config: Config, env: Env, given: string[]): void {
   // Any DEV_* (CONTRACT §1), not only the seed's four: a development setting the schema does not know is still one.
   const devVariable = given.find((k) => k.startsWith('DEV_'))
   if (devVariable) throw new ConfigError(devVariable, 'must not be set in production (DEV_* variables are for development only)')
+}
+
+const WILDCARDS = new Set(['0.0.0.0', '::'])
+
+/** The two listeners on one port would collide, the API listening first: said before either opens. */
+function checkListeners ({ port, host, management }: Config): void {
+  if (management.port !== port) return
+  if (management.host === host || WILDCARDS.has(management.host) || WILDCARDS.has(host)) {
+    throw new ConfigError('MANAGEMENT_PORT', `must differ from PORT (both ${port}) where the two listen on the same address`)
+  }
 }
 
 function deepFreeze<T> (value: T): T {

@@ -83,6 +83,7 @@ t.test('values are parsed into their types', async (t) => {
   t.equal(config.hashConcurrency, 3)
   t.strictSame(loadConfig({ TRUST_PROXY: 'loopback, linklocal,uniquelocal' }).trustProxy, ['loopback', 'linklocal', 'uniquelocal'], 'proxy-addr\'s names')
   t.equal(loadConfig({ PORT: '' }).port, 8080, 'an empty variable counts as unset')
+  t.equal(loadConfig({ PORT: '9000', MANAGEMENT_PORT: '9000', HOST: '127.0.0.1', MANAGEMENT_HOST: '127.0.0.2' }).management.port, 9000, 'one port on two addresses')
   for (const url of ['redis://cache:6379', 'redis://cache:6379/', 'rediss://u:p@cache:6380/3']) t.equal(loadConfig({ REDIS_URL: url }).redisUrl, url, url)
 })
 
@@ -138,6 +139,9 @@ const invalid: Array<[string, Record<string, string>, string]> = [
   ['REDIS_URL', { REDIS_URL: 'redis://a b' }, 'Invalid configuration: REDIS_URL must be a redis:// or rediss:// URL (the value is not quoted: it may hold a secret)'],
   ['REDIS_URL', { REDIS_URL: 'redis://[::1' }, 'Invalid configuration: REDIS_URL is not a URL that can be parsed'],
   ['REDIS_URL', { REDIS_URL: 'http://:S3cretPass@cache:6379' }, 'Invalid configuration: REDIS_URL must be a redis:// or rediss:// URL (the value is not quoted: it may hold a secret)'],
+  // The API listened, then the management listener's EADDRINUSE named an address, not a variable.
+  ['MANAGEMENT_PORT', { PORT: '9000', MANAGEMENT_PORT: '9000' }, 'Invalid configuration: MANAGEMENT_PORT must differ from PORT (both 9000) where the two listen on the same address'],
+  ['MANAGEMENT_PORT', { PORT: '9000', MANAGEMENT_PORT: '9000', HOST: '0.0.0.0', MANAGEMENT_HOST: '127.0.0.1' }, 'Invalid configuration: MANAGEMENT_PORT must differ from PORT (both 9000) where the two listen on the same address'],
   ['MIGRATIONS', { MIGRATIONS: 'later' }, 'Invalid configuration: MIGRATIONS must be "on-start" or "off" (got "later")'],
   ['RATE_LIMITS', { RATE_LIMITS: 'yes' }, 'Invalid configuration: RATE_LIMITS must be "on" or "off" (got "yes")'],
   ['DB_POOL_MAX', { DB_POOL_MAX: '0' }, 'Invalid configuration: DB_POOL_MAX must be an integer from 1 to 500 (got "0")'],
