@@ -66,8 +66,9 @@ export function refuse (app: FastifyInstance, socket: Socket, statusCode: number
   const route = path !== undefined && routePatterns.get(app)?.has(`${method} ${path}`) === true ? path : undefined
   const named = started === undefined ? {} : { method, path: unmatchedPath(started.url ?? '/') }
   app.log.info({ reqId, ...named, statusCode, code }, 'request refused by the HTTP parser')
-  // No start time is known: counted, and kept out of the latency histogram rather than given a made-up time.
-  app.metrics.observeRequest(method ?? '<unparsed>', route ?? UNMATCHED_ROUTE, statusCode)
+  // No start time is known: counted, and kept out of the latency histogram rather than given a
+  // made-up time. The management listener counts none of its requests.
+  if (app.hasDecorator('metrics')) app.metrics.observeRequest(method ?? '<unparsed>', route ?? UNMATCHED_ROUTE, statusCode)
 }
 
 /** Fastify's `clientErrorHandler` (Node's `clientError`): 400, 408, 413 or 431 in the contract's shape. */

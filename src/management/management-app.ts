@@ -5,7 +5,7 @@ import type { App } from '../app.js'
 import { migrationJournal } from '../db/migrate.js'
 import { httpError } from '../http/error-bodies.js'
 import { messages } from '../http/messages.js'
-import { rerouteFrameworkError } from '../http/refusals.js'
+import { clientErrorHandler, rerouteFrameworkError } from '../http/refusals.js'
 import { describeFailure } from '../telemetry/error-description.js'
 import { dependencyWatch, throttledWarning } from '../telemetry/logger.js'
 
@@ -44,7 +44,9 @@ export async function buildManagementApp ({ api, isShuttingDown, logger }: Manag
     // A health check cut here was going to be told 503 anyway.
     forceCloseConnections: true,
     // A URL that does not decode is an unknown path here too (the 404 below), not Fastify's 400 quoting it.
-    frameworkErrors: rerouteFrameworkError
+    frameworkErrors: rerouteFrameworkError,
+    // What the HTTP parser refuses (400, 408, 431) in the contract's shape, as on the API.
+    clientErrorHandler
   })
 
   // The API's own document (its route schemas), served here and browsable at /docs.

@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process'
+import { STATUS_CODES } from 'node:http'
 import { accessSync, constants } from 'node:fs'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
@@ -7,6 +8,7 @@ import t, { type Test } from 'tap'
 import { sql } from 'drizzle-orm'
 import { readMigrationFiles } from 'drizzle-orm/migrator'
 import { buildCheckedApp } from '../openapi/conformance.js'
+import { RawConnection } from '../support/raw-http.js'
 import { migrationsFolder } from '../../src/db/migrate.js'
 import { buildManagementApp } from '../../src/management/management-app.js'
 import { createMetrics } from '../../src/telemetry/metrics.js'
@@ -211,6 +213,29 @@ for (const kind of testDatabases()) {
         t.strictSame([response.headers['content-type'], response.headers['x-content-type-options']], ['application/json; charset=utf-8', 'nosniff'], url)
       }
     })
+  })
+
+  // Fastify's own answer was English, without the contract's headers (CONTRACT §7: a request the
+  // parser refuses gets the contract's body on every listener).
+  t.test(`the management listener on ${kind} answers what the HTTP parser refuses in the contract's shape`, async (t) => {
+    const log = captureLog()
+    const api = await build(t, kind)
+    const management = await buildManagementApp({ api, isShuttingDown: () => false, logger: pino(baseLoggerOptions({ logLevel: 'info' }), log.stream) })
+    t.teardown(() => management.close())
+    await management.listen({ port: 0, host: '127.0.0.1' })
+    const { port } = management.server.address() as { port: number }
+    for (const [request, status, message] of [
+      ['GARBAGE / HTTP/1.1\r\n\r\n', 400, 'Petición no válida'],
+      [`GET /health/live HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`, 431, 'Las cabeceras de la petición son demasiado grandes']
+    ] as const) {
+      const connection = await RawConnection.open(port)
+      connection.send(request)
+      await connection.until(() => connection.closed, 5000)
+      const [response] = connection.responses()
+      t.strictSame([response?.status, JSON.parse(response?.body ?? 'null')], [status, { statusCode: status, error: STATUS_CODES[status], message }])
+      t.strictSame([response.headers['content-type'], response.headers['x-content-type-options'], response.headers['cache-control']], ['application/json; charset=utf-8', 'nosniff', 'no-store'])
+    }
+    t.strictSame(log.lines.filter((line) => line.statusCode !== undefined).map((line) => [line.msg, line.statusCode]), [['request refused by the HTTP parser', 400], ['request refused by the HTTP parser', 431]])
   })
 
   t.test(`readiness on ${kind} is 503 with database down when select 1 fails`, async (t) => {
