@@ -41,7 +41,7 @@ export function checkedRedisUrl (url: string | undefined): string | undefined {
 }
 
 /** Variables whose values may carry a secret: a URL's password or key, a key, a header's token. */
-const MAY_HOLD_A_SECRET = /(_URL|_ENDPOINT|_HEADERS|SECRET|PRIVATE_KEY|PASSWORD)(_PREVIOUS)?$/
+const MAY_HOLD_A_SECRET = /^(DATABASE_URL|DATABASE_MIGRATION_URL|REDIS_URL|OTEL_\w+_(ENDPOINT|HEADERS)|JWT_SECRET\w*|JWT_PRIVATE_KEY\w*|DEV_\w+_PASSWORD)$/
 const QUOTED_MAX = 60
 
 /**
