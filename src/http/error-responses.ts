@@ -61,6 +61,8 @@ export const duplicateReply = jsonResponse('The e-mail or the username (or both)
 
 /** Answers every operation can give, whatever its role or body. */
 export const commonReplies = {
+  // Answered by the HTTP parser, on the route whose body it was reading (src/http/refusals.ts).
+  408: errorReply(408, 'The body did not arrive within 10 s of the request\'s start; the connection is closed.', ['requestTimeout']),
   413: errorReply(413, 'The body is over 16 KiB.', ['bodyTooLarge']),
   415: errorReply(415, 'A body whose `Content-Type` is not JSON.', ['unsupportedMediaType']),
   500: errorReply(500, 'Something unexpected failed. It is logged with the request id; its details never leave the service.', ['internal'])

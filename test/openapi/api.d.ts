@@ -244,6 +244,24 @@ export interface operations {
                     "application/json": components["schemas"]["FieldErrors"] | components["schemas"]["HttpError"];
                 };
             };
+            /** @description The body did not arrive within 10 s of the request's start; the connection is closed. */
+            408: {
+                headers: {
+                    /** @description The request's id, in every log line of the request: the caller's `X-Request-Id` when it is 1–64 characters of `[A-Za-z0-9._-]`, a new UUID otherwise. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "statusCode": 408,
+                     *       "error": "Request Timeout",
+                     *       "message": "La petición tardó demasiado en llegar"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["HttpError"];
+                };
+            };
             /** @description The e-mail or the username (or both) belong to an existing account. */
             409: {
                 headers: {
@@ -407,6 +425,24 @@ export interface operations {
                      *       "statusCode": 401,
                      *       "error": "Unauthorized",
                      *       "message": "Credenciales inválidas"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["HttpError"];
+                };
+            };
+            /** @description The body did not arrive within 10 s of the request's start; the connection is closed. */
+            408: {
+                headers: {
+                    /** @description The request's id, in every log line of the request: the caller's `X-Request-Id` when it is 1–64 characters of `[A-Za-z0-9._-]`, a new UUID otherwise. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "statusCode": 408,
+                     *       "error": "Request Timeout",
+                     *       "message": "La petición tardó demasiado en llegar"
                      *     }
                      */
                     "application/json": components["schemas"]["HttpError"];
@@ -582,6 +618,24 @@ export interface operations {
                     "application/json": components["schemas"]["HttpError"];
                 };
             };
+            /** @description The body did not arrive within 10 s of the request's start; the connection is closed. */
+            408: {
+                headers: {
+                    /** @description The request's id, in every log line of the request: the caller's `X-Request-Id` when it is 1–64 characters of `[A-Za-z0-9._-]`, a new UUID otherwise. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "statusCode": 408,
+                     *       "error": "Request Timeout",
+                     *       "message": "La petición tardó demasiado en llegar"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["HttpError"];
+                };
+            };
             /** @description The body is over 16 KiB. */
             413: {
                 headers: {
@@ -738,6 +792,24 @@ export interface operations {
                      *       "statusCode": 403,
                      *       "error": "Forbidden",
                      *       "message": "Acceso denegado"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["HttpError"];
+                };
+            };
+            /** @description The body did not arrive within 10 s of the request's start; the connection is closed. */
+            408: {
+                headers: {
+                    /** @description The request's id, in every log line of the request: the caller's `X-Request-Id` when it is 1–64 characters of `[A-Za-z0-9._-]`, a new UUID otherwise. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "statusCode": 408,
+                     *       "error": "Request Timeout",
+                     *       "message": "La petición tardó demasiado en llegar"
                      *     }
                      */
                     "application/json": components["schemas"]["HttpError"];

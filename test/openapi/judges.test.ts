@@ -24,7 +24,7 @@ t.test('the conformance check refuses what the document does not allow', async (
   t.equal(conformanceProblem(ok), undefined)
   t.equal(conformanceProblem({ ...ok, url: '/users/me?x=1' }), undefined, 'the query string is not part of the path')
   t.equal(conformanceProblem({ ...ok, url: '/nowhere', statusCode: 404 }), undefined, 'paths the document does not list are not checked')
-  t.equal(conformanceProblem({ ...ok, statusCode: 429 }), 'GET /users/me answered 429, a status the document does not declare (it has 200, 400, 401, 403, 413, 415, 500, 503)')
+  t.equal(conformanceProblem({ ...ok, statusCode: 429 }), 'GET /users/me answered 429, a status the document does not declare (it has 200, 400, 401, 403, 408, 413, 415, 500, 503)')
   t.equal(conformanceProblem({ ...ok, headers: { 'content-type': 'application/json' } }), 'GET /users/me answered 200 without its declared header X-Request-Id')
   t.match(conformanceProblem({ ...ok, body: JSON.stringify({ id: 2, username: 'user', email: 'user@example.com', role: 'ROLE_USER', passwordHash: 'x' }) }),
     /^GET \/users\/me answered 200 with a body the document does not allow: data must NOT have additional properties/)
