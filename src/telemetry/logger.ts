@@ -106,6 +106,11 @@ export function loggerOptions (config: Config): FastifyServerOptions['logger'] {
   return { ...base, transport: { target: 'pino-pretty', options: { translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' } } }
 }
 
+/** The CLI's: JSON lines as production's, on stdout and written at once (the command prints between them). */
+export function createCommandLogger (config: Pick<Config, 'logLevel'>): pino.Logger {
+  return pino({ ...baseLoggerOptions(config), timestamp: isoTimestamp() }, pino.destination({ dest: 1, sync: true }))
+}
+
 /** The service's logger, made before the app so that the start logs through it too (server.ts). */
 export function createLogger (config: Config): FastifyBaseLogger {
   const { stream, ...options } = loggerOptions(config) as pino.LoggerOptions & { stream?: Destination }

@@ -48,8 +48,3 @@ export function logSecurityEvent (log: FastifyBaseLogger, event: SecurityEvent, 
 export function requestSecurityEvent (request: FastifyRequest, event: SecurityEvent, details: SecurityEventDetails = {}): void {
   logSecurityEvent(request.log, event, { clientAddress: request.ip, ...details })
 }
-
-/** The same event as a self-contained JSON line, for writers without a logger (the CLI). */
-export function securityEventLine (event: SecurityEvent, details: SecurityEventDetails = {}): string {
-  return JSON.stringify({ time: new Date().toISOString(), level: WARNINGS.has(event) ? 'warn' : 'info', event, ...details }) + '\n'
-}

@@ -11,7 +11,8 @@ import { compileBodyValidator } from '../http/validation.js'
 import { Role } from '../schemas/common.js'
 import { SignupBody } from '../schemas/users.js'
 import { describeFailure } from '../telemetry/error-description.js'
-import { securityEventLine, type SecurityEvent, type SecurityEventDetails } from '../telemetry/security-events.js'
+import { createCommandLogger } from '../telemetry/logger.js'
+import { logSecurityEvent, type SecurityEvent, type SecurityEventDetails } from '../telemetry/security-events.js'
 import { createPasswordManager } from './password-manager.js'
 import { createUsersRepository, type UsersRepository } from './users-repository.js'
 import { CliError, UsageError } from './command-errors.js'
@@ -37,8 +38,9 @@ function actor (context: CommandContext): string {
   }
 }
 
-const event = (context: CommandContext, name: SecurityEvent, details: SecurityEventDetails) =>
-  process.stdout.write(securityEventLine(name, { ...details, source: 'cli', actor: actor(context) }))
+// As the service writes its own, so one query finds both (level, msg).
+const event = (config: Config, context: CommandContext, name: SecurityEvent, details: SecurityEventDetails) =>
+  logSecurityEvent(createCommandLogger(config), name, { ...details, source: 'cli', actor: actor(context) })
 
 /** The configured PostgreSQL database (migrated to head first unless MIGRATIONS=off), for the length of `work`. */
 async function withUsers<T> (config: Config, work: (users: UsersRepository) => Promise<T>): Promise<T> {
@@ -78,7 +80,7 @@ export async function setRole (config: Config, [email, role, ...extra]: string[]
     await users.setRole(account.email, role)
     process.stdout.write(`Changed the role of ${account.username} <${account.email}> (id ${account.id}): ${account.role} -> ${role}.\n` +
       'Tokens issued before now keep the old role until they expire (JWT_EXPIRATION).\n')
-    event(context, 'role_changed', { userId: account.id, previousRole: account.role, role })
+    event(config, context, 'role_changed', { userId: account.id, previousRole: account.role, role })
   })
 }
 
@@ -123,7 +125,7 @@ export async function createAdmin (config: Config, [username, email, ...extra]: 
     try {
       const created = await users.create({ username, email, passwordHash, role: 'ROLE_ADMIN' })
       process.stdout.write(`Created administrator ${created.username} <${created.email}> (id ${created.id}) with ROLE_ADMIN.\n`)
-      event(context, 'user_created', { userId: created.id, role: 'ROLE_ADMIN' })
+      event(config, context, 'user_created', { userId: created.id, role: 'ROLE_ADMIN' })
     } catch (error) {
       if (!(error instanceof DuplicateUserError)) throw error
       throw new CliError('Not created:\n' + Object.entries(duplicateFields(error.fields)).map(([field, message]) => `  ${field}: ${message}`).join('\n'))
