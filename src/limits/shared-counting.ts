@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis'
 import type { FastifyBaseLogger } from 'fastify'
-import { throttledWarning } from '../telemetry/logger.js'
+import { dependencyWatch, throttledWarning } from '../telemetry/dependency-log.js'
 
 export type LimitName = 'login' | 'signup'
 
@@ -14,11 +14,9 @@ export interface SharedCounting {
   isShared (): boolean
   /** The connection can carry a command now (it may still go unanswered). */
   isConnected (): boolean
-  /** The connection failed (ioredis's `error` event, a failed connect). */
-  connectionFailed (error: unknown): void
   /** A decision of `limit` was taken on this instance's counters; `error` is Redis's when a call failed. */
   fellBack (limit: LimitName, error?: unknown): void
-  /** Redis failed outside a decision (a write-back): count here until the catch-up succeeds. */
+  /** Redis failed outside a decision (a write-back, a failed connect): count here until the catch-up succeeds. */
   lost (error?: unknown): void
   /** What must reach Redis before counting is shared again; resolves once nothing is left. */
   catchUpWith (step: () => Promise<number>): void
@@ -40,16 +38,18 @@ export function createSharedCounting (redis: Redis, { log, onFallback, retryMs =
   let started = false
   let closed = false
   let catchingUp = false
-  // True once counting has left Redis: only then is its return worth an info line.
-  let wasLost = false
   let step: () => Promise<number> = async () => 0
   let timer: NodeJS.Timeout | undefined
-  // One throttle each: a failing write-back or a second outage must not be hidden behind the first's minute.
+  // Once a minute each, whatever the outages: which limits decided alone. The outages themselves
+  // (start, cause, end) are the watch's.
   const fallbackWarnings = {
     login: throttledWarning(log, 'login limiter falls back to this instance\'s counters: Redis is unavailable'),
     signup: throttledWarning(log, 'sign-up limit falls back to this instance\'s counters: Redis is unavailable')
   }
-  const connectionWarning = throttledWarning(log, 'Redis for the abuse limits is unavailable; counting in this instance until it is back')
+  const redisWatch = dependencyWatch(log, {
+    down: 'Redis for the abuse limits is unavailable; counting in this instance until it is back',
+    back: 'Redis for the abuse limits answers again: counting is shared across instances again'
+  })
   const catchUpWarning = throttledWarning(log, 'Redis answers, but the counts of this instance could not be written back yet; counting here until they are')
 
   const isConnected = () => redis.status === 'ready'
@@ -58,8 +58,7 @@ export function createSharedCounting (redis: Redis, { log, onFallback, retryMs =
     timer = setInterval(() => { void catchUp() }, retryMs).unref()
   }
   const lost = (error?: unknown) => {
-    if (error !== undefined) connectionWarning({ err: error }, errorKind(error))
-    wasLost = true
+    if (error !== undefined) redisWatch.failed(error)
     if (shared) shared = false
     retryLater()
   }
@@ -79,24 +78,22 @@ export function createSharedCounting (redis: Redis, { log, onFallback, retryMs =
     shared = true
     clearInterval(timer)
     timer = undefined
-    for (const warning of [...Object.values(fallbackWarnings), connectionWarning]) warning.reset()
-    if (wasLost) log.info({ writtenBack: written }, 'Redis for the abuse limits answers again: counting is shared across instances again')
+    redisWatch.answered({ writtenBack: written })
   }
 
   // Without a listener ioredis prints every failed reconnection to stderr.
-  redis.on('error', (error) => connectionWarning({ err: error }, errorKind(error)))
+  redis.on('error', (error) => redisWatch.failed(error))
   // A closed connection is a lost Redis even when no login noticed it; a ready one is worth a catch-up at once.
-  redis.on('close', () => { if (!closed) lost() })
+  redis.on('close', () => { if (!closed) lost(Object.assign(new Error('the connection to Redis closed'), { code: 'CONNECTION_CLOSED' })) })
   redis.on('ready', () => { void catchUp() })
 
   return {
     isShared: () => shared,
     isConnected,
-    connectionFailed: (error) => connectionWarning({ err: error }, errorKind(error)),
     fellBack (limit, error) {
       onFallback?.(limit)
       fallbackWarnings[limit](error === undefined ? {} : { err: error })
-      if (error !== undefined || shared) lost()
+      if (error !== undefined || shared) lost(error)
     },
     lost,
     catchUpWith (next) { step = next },
@@ -112,15 +109,4 @@ export function createSharedCounting (redis: Redis, { log, onFallback, retryMs =
       clearInterval(timer)
     }
   }
-}
-
-/**
- * A refused connection, a timeout and a rejected password are different problems, each worth a
- * line: a system error by its code, Redis's own refusal by its first word (NOAUTH, LOADING…).
- */
-function errorKind (error: unknown): string {
-  const { code, name, message } = (error ?? {}) as { code?: unknown, name?: unknown, message?: unknown }
-  if (code !== undefined) return String(code)
-  if (name === 'ReplyError' && typeof message === 'string') return message.split(' ', 1)[0]
-  return String(name ?? '')
 }

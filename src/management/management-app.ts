@@ -7,7 +7,7 @@ import { httpError } from '../http/error-bodies.js'
 import { messages } from '../http/messages.js'
 import { clientErrorHandler, rerouteFrameworkError } from '../http/refusals.js'
 import { describeFailure } from '../telemetry/error-description.js'
-import { dependencyWatch, throttledWarning } from '../telemetry/logger.js'
+import { dependencyWatch, throttledWarning } from '../telemetry/dependency-log.js'
 
 export interface ManagementOptions {
   /** The API instance: its listener, database, metrics and route schemas. */
@@ -82,7 +82,7 @@ export async function buildManagementApp ({ api, isShuttingDown, logger }: Manag
 
   // When an outage began and when it healed, as the balancer's probes see it, beside each
   // failed request's own line.
-  const databaseAnswered = dependencyWatch(app.log, {
+  const databaseWatch = dependencyWatch(app.log, {
     down: 'readiness: the database does not answer; not ready until it does',
     back: 'readiness: the database answers again'
   })
@@ -92,10 +92,10 @@ export async function buildManagementApp ({ api, isShuttingDown, logger }: Manag
     if (isShuttingDown() || !api.server.listening) body.api = 'down'
     try {
       await api.database.ping(CHECK_TIMEOUT_MS)
-      databaseAnswered()
+      databaseWatch.answered()
     } catch (error) {
       body.database = 'down'
-      databaseAnswered(error)
+      databaseWatch.failed(error)
     }
     // A database that answers but lacks this release's schema must not get traffic either.
     if (body.database === 'up' && !await migrationsAtHead(api, head).then(readable, unreadable)) body.migrations = 'down'

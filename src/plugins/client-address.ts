@@ -1,7 +1,7 @@
 import { isIP } from 'node:net'
 import fp from 'fastify-plugin'
 import type { Config } from '../config/index.js'
-import { throttledWarning } from '../telemetry/logger.js'
+import { throttledWarning } from '../telemetry/dependency-log.js'
 
 /**
  * A forwarded entry that can name a client: an IP address, without an IPv6 zone (a zone means

@@ -46,9 +46,10 @@ async function connectLimitsRedis (url: string, app: FastifyInstance) {
   metrics?.watchLimitsRedis(() => counting.isShared())
   try {
     await redis.connect()
-  } catch (error) {
-    // ioredis keeps reconnecting in the background; the service starts anyway.
-    counting.connectionFailed(error)
+  } catch {
+    // ioredis keeps reconnecting in the background; the service starts anyway. Its `error` event
+    // has said why: the rejection itself only says "Connection is closed."
+    counting.lost()
   }
   return { redis, counting }
 }

@@ -2,7 +2,7 @@ import { SpanKind, SpanStatusCode, TraceFlags, type Context } from '@opentelemet
 import { ExportResultCode, type ExportResult } from '@opentelemetry/core'
 import type { ReadableSpan, Span, SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace'
 import type { FastifyBaseLogger } from 'fastify'
-import { dependencyWatch } from './logger.js'
+import { dependencyWatch } from './dependency-log.js'
 
 export type DroppedReason = 'queue_full' | 'export_failed'
 
@@ -56,10 +56,13 @@ export function boundedExport (exporter: SpanExporter, options: { maxQueue: numb
 }
 
 /** What the collector did with the batches, in the log (without it a wrong endpoint or key showed only in a metric). */
-export const collectorWatch = (log: FastifyBaseLogger, now = Date.now) => dependencyWatch(log, {
-  down: 'traces: the collector did not take a batch; its spans are dropped (otel_spans_dropped_total) until it does',
-  back: 'traces: the collector takes batches again'
-}, now)
+export function collectorWatch (log: FastifyBaseLogger, now = Date.now): (error?: Error) => void {
+  const watch = dependencyWatch(log, {
+    down: 'traces: the collector did not take a batch; its spans are dropped (otel_spans_dropped_total) until it does',
+    back: 'traces: the collector takes batches again'
+  }, now)
+  return (error) => { if (error === undefined) watch.answered(); else watch.failed(error) }
+}
 
 /**
  * HTTP's semantic conventions: a server span's 4xx is the client's error, its status left unset;

@@ -61,8 +61,8 @@ for (const kind of testDatabases()) {
     t.test('each outage is logged at both edges, even two within a minute', async (t) => {
       const redis = await startOwnRedis(t)
       const { api, log } = await setup(t, kind, redis.url)
-      const edges = () => log.lines.filter((line) => /login limiter falls back|answers again/.test(line.msg)).map((line) => [line.level, line.msg])
-      const down = [40, 'login limiter falls back to this instance\'s counters: Redis is unavailable']
+      const edges = () => log.lines.filter((line) => /is unavailable; counting|answers again/.test(line.msg)).map((line) => [line.level, line.msg])
+      const down = [40, 'Redis for the abuse limits is unavailable; counting in this instance until it is back']
       const back = [30, 'Redis for the abuse limits answers again: counting is shared across instances again']
       for (const outage of [1, 2]) {
         await redis.stop()
