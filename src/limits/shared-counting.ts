@@ -84,7 +84,8 @@ export function createSharedCounting (redis: Redis, { log, onFallback, retryMs =
   // Without a listener ioredis prints every failed reconnection to stderr.
   redis.on('error', (error) => redisWatch.failed(error))
   // A closed connection is a lost Redis even when no login noticed it; a ready one is worth a catch-up at once.
-  redis.on('close', () => { if (!closed) lost(Object.assign(new Error('the connection to Redis closed'), { code: 'CONNECTION_CLOSED' })) })
+  // A close is the cause only of an outage it begins: after a failed connect the error said why.
+  redis.on('close', () => { if (!closed) lost(shared ? Object.assign(new Error('the connection to Redis closed'), { code: 'CONNECTION_CLOSED' }) : undefined) })
   redis.on('ready', () => { void catchUp() })
 
   return {

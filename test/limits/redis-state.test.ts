@@ -77,6 +77,18 @@ for (const kind of testDatabases()) {
       t.notMatch(log.text(), /@example\.com/, 'no e-mail in the log')
     })
 
+    // The failed connect's rejection ("Connection is closed.") and the close after it were said as
+    // causes of their own beside the refusal that was the cause.
+    t.test('Redis down at start: one warning, with the refusal as its cause', async (t) => {
+      const redis = await startOwnRedis(t)
+      await redis.stop()
+      const { api, log } = await setup(t, kind, redis.url)
+      await failLogin(t, api, 'a login while Redis is down')
+      await new Promise((resolve) => setTimeout(resolve, 1500))
+      const warnings = log.lines.filter((line) => /Redis for the abuse limits/.test(line.msg)).map((line) => [line.level, line.msg, line.err?.code])
+      t.strictSame(warnings, [[40, 'Redis for the abuse limits is unavailable; counting in this instance until it is back', 'ECONNREFUSED']])
+    })
+
     // Out of memory under noeviction, Redis still answers reads: counting must not come back to it only to fall back again.
     t.test('a Redis that refuses writes is one outage: one warning, no "answers again" while it refuses', async (t) => {
       const redis = await startOwnRedis(t)
