@@ -1,11 +1,11 @@
 import { isIP } from 'node:net'
 
 /** libpq's `sslmode` values; `allow` is taken as `prefer` (TLS first, plain when the server has none). */
-export const SSL_MODES = ['disable', 'allow', 'prefer', 'require', 'verify-ca', 'verify-full'] as const
+const SSL_MODES = ['disable', 'allow', 'prefer', 'require', 'verify-ca', 'verify-full'] as const
 export type SslMode = typeof SSL_MODES[number]
 /** The `target_session_attrs` a service that writes can use; `any` takes the first server that answers. */
-export const SESSION_ATTRS = ['any', 'read-write', 'primary'] as const
-export type SessionAttrs = typeof SESSION_ATTRS[number]
+const SESSION_ATTRS = ['any', 'read-write', 'primary'] as const
+type SessionAttrs = typeof SESSION_ATTRS[number]
 
 export interface DatabaseHost { readonly host: string, readonly port: number }
 

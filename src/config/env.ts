@@ -10,7 +10,7 @@ const OTLP_URL = '^https?://[^\\s/?#]+(/[^\\s?#]*)?$'
 // OTLP over HTTP, protobuf (OpenTelemetry's default) or JSON; this service ships no gRPC exporter.
 const OtlpProtocol = Type.Union([Type.Literal('http/protobuf'), Type.Literal('http/json')], { description: 'must be "http/protobuf" or "http/json" (OTLP over HTTP; gRPC is not shipped)' })
 /** The samplers the OpenTelemetry Node SDK builds from OTEL_TRACES_SAMPLER. */
-export const TRACE_SAMPLERS = ['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'] as const
+const TRACE_SAMPLERS = ['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'] as const
 
 /** An integer variable, or one that also takes a word (MANAGEMENT_PORT: a port or "off"). */
 export const takesInteger = (schema: { type?: unknown, anyOf?: unknown[] }): boolean =>

@@ -19,7 +19,7 @@ export interface PoolStats {
 }
 
 /** Drizzle's bookkeeping of applied migrations, for readiness. */
-export interface MigrationState {
+interface MigrationState {
   readonly applied: number
   /** The newest applied migration's journal timestamp (ms), 0 when none. */
   readonly latest: number

@@ -5,7 +5,7 @@ import { refusedStartupParameter } from './pg-errors.js'
 
 /** PostgreSQL's own bounds (CONTRACT §7). */
 export const STATEMENT_TIMEOUT_MS = 5000
-export const IDLE_IN_TRANSACTION_MS = 10_000
+const IDLE_IN_TRANSACTION_MS = 10_000
 /** Past this, a socket awaiting an answer is on a dead path: a little above statement_timeout. */
 export const ANSWER_DEADLINE_MS = STATEMENT_TIMEOUT_MS + 1000
 export const CONNECT_TIMEOUT_MS = 1000

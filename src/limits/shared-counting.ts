@@ -2,7 +2,7 @@ import type { Redis } from 'ioredis'
 import type { FastifyBaseLogger } from 'fastify'
 import { dependencyWatch, throttledWarning } from '../telemetry/dependency-log.js'
 
-export type LimitName = 'login' | 'signup'
+type LimitName = 'login' | 'signup'
 
 /**
  * Whether the §9 limits count in Redis or on this instance's counters. Counting leaves Redis at

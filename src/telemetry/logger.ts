@@ -7,7 +7,7 @@ import { describeError, type SerializedError } from './error-description.js'
  * Secrets that must never reach a log line, wherever they appear. Nothing logs bodies or
  * headers on purpose; these catch an error object or a debugging line that would.
  */
-export const REDACTED_PATHS = [
+const REDACTED_PATHS = [
   'req.headers.authorization', 'req.headers.cookie', 'headers.authorization', 'headers.cookie',
   'password', '*.password', 'body.password', 'req.body.password',
   'token', '*.token', 'body.token', 'passwordHash', '*.passwordHash'

@@ -20,7 +20,7 @@ export interface SpanTracer {
 }
 
 /** `client`: a call to another server (the database, Redis), as OpenTelemetry's conventions name it. */
-export type SpanKindName = 'internal' | 'client'
+type SpanKindName = 'internal' | 'client'
 
 const NO_SPAN: SpanRecorder = { setAttributes () {} }
 let tracer: SpanTracer | undefined

@@ -13,7 +13,7 @@ export interface PasswordManagerOptions {
   readonly onTiming?: (operation: 'hash' | 'verify', seconds: number) => void
 }
 
-export interface LoginCheck<T> {
+interface LoginCheck<T> {
   /** The account `find` returned, whether or not the password matched. */
   readonly account: T | undefined
   readonly valid: boolean
@@ -90,7 +90,7 @@ export function dummyHashOf (cost: Argon2Cost): string {
 }
 
 /** Longest login password ever hashed: anything longer is refused before argon2 runs. */
-export const MAX_LOGIN_PASSWORD = 128
+const MAX_LOGIN_PASSWORD = 128
 
 /**
  * argon2id with the configured cost, bounded by a work limiter. An unknown e-mail is checked

@@ -14,7 +14,7 @@ export const LISTING_FIELDS: readonly CopyField[] = Object.entries(UserRecord.pr
 const columns = LISTING_FIELDS.map((field) => field.name as PublicColumn)
 
 /** Rows per keyset page of the admin listing: one short COPY each. */
-export const LISTING_PAGE_SIZE = 5000
+const LISTING_PAGE_SIZE = 5000
 
 /**
  * The admin listing as a stream of its JSON text, ordered by id; resolves once the first page

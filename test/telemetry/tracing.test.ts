@@ -20,7 +20,6 @@ const redisSkip = await redisSkipReason()
 const tracing = await startTracing({ config: testConfig(env).tracing!, onDropped: (reason, count) => dropped.push([reason, count]) })
 t.teardown(() => tracing.shutdown())
 
-const CALLER_TRACE = '4bf92f3577b34da6a3ce929d0e0e4736'
 const TOKEN_INVALID = { statusCode: 401, error: 'Unauthorized', message: 'Token inválido' }
 const CALLER_SPAN = '00f067aa0ba902b7'
 
