@@ -13,7 +13,8 @@ const USAGE = `Usage: npm run cli -- <command>   (node dist/cli.js <command> whe
   create-admin <username> <email>         create an administrator; the password comes from
                                           ADMIN_PASSWORD or standard input, never the arguments
   hash-benchmark                          time one argon2id hash with the configured ARGON2_*
-  generate-key EdDSA|ES256                print a new private key (PKCS#8 PEM) for JWT_PRIVATE_KEY`
+  generate-key EdDSA|ES256                print a new private key (PKCS#8 PEM) for JWT_PRIVATE_KEY
+  help, --help, -h                        print this`
 
 /** The deployment step of MIGRATIONS=off: the same locked migration the service runs at start. */
 async function migrate (config: Config, extra: string[]): Promise<void> {
@@ -64,7 +65,7 @@ async function main (argv: string[]): Promise<void> {
     process.stdout.write(generatePrivateKeyPem(algorithm))
     return
   }
-  if (command === 'help' || command === '--help') {
+  if (command === 'help' || command === '--help' || command === '-h') {
     process.stdout.write(`${USAGE}\n`)
     return
   }

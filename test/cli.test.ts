@@ -45,9 +45,11 @@ t.test('without a database', async (t) => {
 
   t.test('help and an unknown command print the usage even where the configuration is wrong', async (t) => {
     const broken = { APP_PROFILE: 'production' }
-    const help = await cli(['help'], broken)
-    t.strictSame([help.code, help.stderr], [0, ''])
-    t.match(help.stdout, /^Usage: npm run cli -- <command> {3}\(node dist\/cli\.js <command> where only the build is installed\)\n/)
+    for (const word of ['help', '--help', '-h']) {
+      const help = await cli([word], broken)
+      t.strictSame([help.code, help.stderr], [0, ''], word)
+      t.match(help.stdout, /^Usage: npm run cli -- <command> {3}\(node dist\/cli\.js <command> where only the build is installed\)\n/)
+    }
     const unknown = await cli(['frob'], broken)
     t.strictSame([unknown.code, unknown.stdout], [1, ''])
     t.match(unknown.stderr, /^Unknown command: frob\nUsage: npm run cli -- <command> /)

@@ -29,6 +29,8 @@ export function tokenKeys (env: Env, production: boolean): TokenKeys {
   if (algorithm === 'HS256') {
     if (other) throw new ConfigError(other, 'is used only with JWT_ALGORITHM EdDSA or ES256; set JWT_ALGORITHM, or unset it')
     const secret = env.JWT_SECRET ?? (production ? '' : DEV_JWT_SECRET)
+    // As with the keys: a rotation that forgot to change the current one would look done.
+    if (env.JWT_SECRET_PREVIOUS === secret) throw new ConfigError('JWT_SECRET_PREVIOUS', 'is the same secret as JWT_SECRET; give the former secret, or unset it')
     return { algorithm, secret, previousSecret: env.JWT_SECRET_PREVIOUS, keys: undefined, digestKey: digestKeyFrom(secret) }
   }
   if (other) throw new ConfigError(other, `is not used with JWT_ALGORITHM=${algorithm} (tokens are signed with JWT_PRIVATE_KEY); unset it`)

@@ -142,6 +142,7 @@ const invalid: Array<[string, Record<string, string>, string]> = [
   // The API listened, then the management listener's EADDRINUSE named an address, not a variable.
   ['MANAGEMENT_PORT', { PORT: '9000', MANAGEMENT_PORT: '9000' }, 'Invalid configuration: MANAGEMENT_PORT must differ from PORT (both 9000) where the two listen on the same address'],
   ['MANAGEMENT_PORT', { PORT: '9000', MANAGEMENT_PORT: '9000', HOST: '0.0.0.0', MANAGEMENT_HOST: '127.0.0.1' }, 'Invalid configuration: MANAGEMENT_PORT must differ from PORT (both 9000) where the two listen on the same address'],
+  ['JWT_SECRET_PREVIOUS', { JWT_SECRET: 'k'.repeat(16) + 'x'.repeat(24), JWT_SECRET_PREVIOUS: 'k'.repeat(16) + 'x'.repeat(24) }, 'Invalid configuration: JWT_SECRET_PREVIOUS is the same secret as JWT_SECRET; give the former secret, or unset it'],
   ['MIGRATIONS', { MIGRATIONS: 'later' }, 'Invalid configuration: MIGRATIONS must be "on-start" or "off" (got "later")'],
   ['RATE_LIMITS', { RATE_LIMITS: 'yes' }, 'Invalid configuration: RATE_LIMITS must be "on" or "off" (got "yes")'],
   ['DB_POOL_MAX', { DB_POOL_MAX: '0' }, 'Invalid configuration: DB_POOL_MAX must be an integer from 1 to 500 (got "0")'],
