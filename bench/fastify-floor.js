@@ -17,7 +17,7 @@ import { randomUUID } from 'node:crypto'
 import Fastify, { LogController } from 'fastify'
 import postgres from 'postgres'
 import { createArrivalQueue } from '../dist/http/arrival-queue.js'
-import { loggerOptions } from '../dist/telemetry/logger.js'
+import { loggerOptions, stdoutDestination } from '../dist/telemetry/logger.js'
 import { deferredChildLogger, requestLogHook } from '../dist/telemetry/request-log.js'
 import { ceilingVerifier, userLookUp } from './lib.js'
 
@@ -27,7 +27,7 @@ if (parts.has('hooks')) for (const part of ['queue', 'edges', 'headers']) parts.
 const sql = postgres(env.DATABASE_URL, { max: 10, max_pipeline: 0, onnotice: () => {} })
 const verify = ceilingVerifier(env)
 const lookUp = userLookUp(sql, { batched: parts.has('batch') })
-const logger = parts.has('log') ? loggerOptions({ profile: 'production', logLevel: 'info' }) : false
+const logger = parts.has('log') ? { ...loggerOptions({ profile: 'production', logLevel: 'info' }), stream: stdoutDestination() } : false
 const app = Fastify({ logger, childLoggerFactory: parts.has('log') ? deferredChildLogger : undefined, logController: new LogController({ disableRequestLogging: true }), genReqId: parts.has('uuid') ? () => randomUUID() : undefined })
 app.addHttpMethod('GET', { hasBody: true, overrideExisting: true })
 

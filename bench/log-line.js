@@ -12,7 +12,7 @@ import { loggerOptions } from '../dist/telemetry/logger.js'
 import { requestLogHook } from '../dist/telemetry/request-log.js'
 
 // The production options, with the service's kind of destination pointed at /dev/null.
-const { stream: _stdout, ...options } = loggerOptions({ profile: 'production', logLevel: 'info' })
+const options = loggerOptions({ profile: 'production', logLevel: 'info' })
 const root = pino(options, pino.destination({ dest: openSync('/dev/null', 'w'), sync: true, minLength: 4096 }))
 const reqId = 'a3f1c2d4-1111-2222-3333-444455556666'
 const request = (log) => ({ id: reqId, log, method: 'GET', url: '/users/me', routeOptions: { url: '/users/me' } })

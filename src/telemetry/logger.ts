@@ -1,4 +1,4 @@
-import type { FastifyBaseLogger, FastifyServerOptions } from 'fastify'
+import type { FastifyBaseLogger } from 'fastify'
 import type { Config } from '../config/index.js'
 import pino from 'pino'
 import { describeError, type SerializedError } from './error-description.js'
@@ -94,16 +94,19 @@ function isoTimestamp (): () => string {
 }
 
 /** Pino JSON in production, readable lines in development: chosen by the profile, not by NODE_ENV. */
-export function loggerOptions (config: Config): FastifyServerOptions['logger'] {
+export function loggerOptions (config: Config): pino.LoggerOptions {
   const base = baseLoggerOptions(config)
-  // Stdout written 4 KiB at a time or every 250 ms, whichever comes first, so that a request does
-  // not cost a write(2) of its own. Written from the main thread (pino's default), not handed to a
-  // libuv thread that would compete with it for the core.
-  if (config.profile === 'production') {
-    const stream = flushedOnExit(survivingWriteErrors(pino.destination({ dest: 1, sync: true, minLength: 4096, maxLength: MAX_UNWRITTEN_BYTES, periodicFlush: 250 })))
-    return { ...base, timestamp: isoTimestamp(), stream }
-  }
+  if (config.profile === 'production') return { ...base, timestamp: isoTimestamp() }
   return { ...base, transport: { target: 'pino-pretty', options: { translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' } } }
+}
+
+/**
+ * Production's stdout, opened anew at each call: written 4 KiB at a time or every 250 ms,
+ * whichever comes first, so that a request does not cost a write(2) of its own; from the main
+ * thread (pino's default), not handed to a libuv thread that would compete with it for the core.
+ */
+export function stdoutDestination (): Destination {
+  return flushedOnExit(survivingWriteErrors(pino.destination({ dest: 1, sync: true, minLength: 4096, maxLength: MAX_UNWRITTEN_BYTES, periodicFlush: 250 })))
 }
 
 /** The CLI's: JSON lines as production's, on stdout and written at once (the command prints between them). */
@@ -113,6 +116,6 @@ export function createCommandLogger (config: Pick<Config, 'logLevel'>): pino.Log
 
 /** The service's logger, made before the app so that the start logs through it too (server.ts). */
 export function createLogger (config: Config): FastifyBaseLogger {
-  const { stream, ...options } = loggerOptions(config) as pino.LoggerOptions & { stream?: Destination }
-  return stream === undefined ? pino(options) : pino(options, stream)
+  const options = loggerOptions(config)
+  return config.profile === 'production' ? pino(options, stdoutDestination()) : pino(options)
 }

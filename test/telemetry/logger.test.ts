@@ -35,9 +35,9 @@ function withProductionLog (body: string): string {
   return `
     import pino from 'pino'
     import { loadConfig } from ${source('../../src/config/index.ts')}
-    import { loggerOptions } from ${source('../../src/telemetry/logger.ts')}
-    const { stream, ...options } = loggerOptions(loadConfig({ APP_PROFILE: 'production', DATABASE_URL: 'postgres://db/x', JWT_SECRET: 'k'.repeat(16) + 'z'.repeat(16) }))
-    const log = pino(options, stream)
+    import { loggerOptions, stdoutDestination } from ${source('../../src/telemetry/logger.ts')}
+    const options = loggerOptions(loadConfig({ APP_PROFILE: 'production', DATABASE_URL: 'postgres://db/x', JWT_SECRET: 'k'.repeat(16) + 'z'.repeat(16) }))
+    const log = pino(options, stdoutDestination())
     ${body}`
 }
 

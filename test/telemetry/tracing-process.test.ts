@@ -97,7 +97,9 @@ t.test('a collector that refuses, black-holes and comes back: every answer as us
   await traffic(20, 'collector refusing')
   await sleep(300)
   t.ok(await droppedSpans(managementPort, 'export_failed') > 0, 'refused exports are counted as dropped spans')
-  t.strictSame([said(failing), said(back)], [1, 0], 'the log says the collector failed, once')
+  // Once, or twice where an export sent before the refusals began came back after the first
+  // of them (a short return, said as such): never a line a batch.
+  t.ok(said(failing) >= 1 && said(failing) <= 2 && said(back) === said(failing) - 1, `the log says the collector failed: ${said(failing)} warnings, ${said(back)} returns`)
 
   receiver.setMode('black-hole')
   // More spans than the queue holds, while each export waits out its 500 ms.
@@ -109,7 +111,7 @@ t.test('a collector that refuses, black-holes and comes back: every answer as us
   await traffic(5, 'collector back')
   await receiver.until((spans) => spans.length > before && spans.slice(before).some((span) => span.name === 'GET /users/me'))
   t.pass('spans arrive again once the collector is back')
-  await until('the log saying so', () => said(back) === 1)
+  await until('the log saying so', () => said(back) === said(failing))
   t.pass('the log says the collector takes batches again')
 
   // A black-holed collector at the end costs the shutdown at most the tracer's 2 s bound.
