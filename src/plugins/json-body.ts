@@ -40,13 +40,14 @@ export default fp(async function jsonBodyPlugin (app) {
   })
   // A Content-Type Fastify cannot read (`json`, an empty one) it answers 415 before any parser
   // runs. With no body, or on a path no route serves (a prefix's `/*` catch-all included), the
-  // type describes nothing the service reads: dropped, the request is answered as without it.
+  // type describes nothing the service reads: it goes to the parser above as a type it can read
+  // (not dropped: a QUERY without one is Fastify's 400), which leaves the body absent.
   app.addHook('preParsing', (request, _reply, payload, done) => {
     const headers = request.raw.headers
-    if (headers['content-type'] === undefined) return done(null, payload)
+    if (headers['content-type'] === undefined || headers['content-type'] === 'application/json') return done(null, payload)
     const length = headers['content-length']
     const bodiless = headers['transfer-encoding'] === undefined && (length === undefined || length === '0')
-    if (bodiless || unserved(request)) delete headers['content-type']
+    if (bodiless || unserved(request)) headers['content-type'] = 'application/octet-stream'
     done(null, payload)
   })
 }, { fastify: '5.x', name: 'json-body' })
