@@ -24,14 +24,22 @@ export function boundedExport (exporter: SpanExporter, options: { maxQueue: numb
   const { maxQueue, onDropped, onExported } = options
   // Ended spans handed to the processor and not yet to the exporter: its queue.
   let queued = 0
+  // Batches go out concurrently: one sent before a batch the collector took, and refused or timed
+  // out after it, says nothing of the collector now (a new outage, in the log, that never ends).
+  let sent = 0
+  let latestTaken = 0
   const bounded: BoundedExporter = {
     export (spans: ReadableSpan[], done: (result: ExportResult) => void): void {
       queued = Math.max(0, queued - spans.length)
+      const batch = ++sent
       exporter.export(spans.map(asExported), (result) => {
         if (result.code !== ExportResultCode.SUCCESS) {
           onDropped('export_failed', spans.length)
-          onExported?.(result.error ?? new Error('export failed'))
-        } else onExported?.()
+          if (batch > latestTaken) onExported?.(result.error ?? new Error('export failed'))
+        } else {
+          latestTaken = Math.max(latestTaken, batch)
+          onExported?.()
+        }
         done(result)
       })
     },
