@@ -1,3 +1,6 @@
+import type { FastifyRequest } from 'fastify'
+import type { IncomingHttpHeaders } from 'node:http'
+
 /** Label of requests that matched no route: a raw URL would make one series per path tried. */
 export const UNMATCHED_ROUTE = '<unmatched>'
 
@@ -25,4 +28,13 @@ function mayHoldEmail (segment: string): boolean {
     }
   }
   return false
+}
+
+/** No route serves the path: none at all, or a prefix's `/*` catch-all, which answers 404 (routes/). */
+export const unserved = (request: FastifyRequest): boolean => request.is404 || request.routeOptions.url?.endsWith('*') === true
+
+/** The request has no body: a Content-Length of 0, or neither it nor Transfer-Encoding. */
+export function bodiless (headers: IncomingHttpHeaders): boolean {
+  const length = headers['content-length']
+  return headers['transfer-encoding'] === undefined && (length === undefined || Number(length) === 0)
 }

@@ -2,6 +2,7 @@ import type { Socket } from 'node:net'
 import fp from 'fastify-plugin'
 import { httpError, sendUnavailable } from '../http/error-bodies.js'
 import { refuse } from '../http/refusals.js'
+import { bodiless, unserved } from '../http/request-path.js'
 import { messages } from '../http/messages.js'
 
 // Node's own test of the header (lib/_http_server.js).
@@ -55,10 +56,16 @@ export default fp(async function httpEdgesPlugin (app) {
 
   app.addHook('preParsing', (request, reply, payload, done) => {
     const { raw } = request
+    // A Content-Type Fastify cannot read (`json`, an empty one) is its 415 before any parser runs.
+    // With no body, or on a path no route serves, the type describes nothing the service reads:
+    // it goes to the parsers (src/plugins/json-body.ts) as one Fastify reads, and the body is
+    // absent (not dropped: a QUERY without one is Fastify's 400).
+    const type = raw.headers['content-type']
+    if (type !== undefined && type !== 'application/json' && (bodiless(raw.headers) || unserved(request))) raw.headers['content-type'] = 'application/octet-stream'
     if (raw.headers.expect === undefined || !CONTINUE.test(raw.headers.expect) || raw.complete !== false) return done(null, payload)
     // The `/*` catch-all of a prefix answers 404 too: its route exists only in name. The client
     // waits for a word before it sends the body, so the 404 goes now, without reading it.
-    if (request.is404 || request.routeOptions.url?.endsWith('*')) return reply.code(404).send(httpError(404, messages.notFound))
+    if (unserved(request)) return reply.code(404).send(httpError(404, messages.notFound))
     // HTTP/1.0 has no interim answers (RFC 9110 §15.2).
     if (raw.httpVersion !== '1.0') reply.raw.writeContinue()
     done(null, payload)

@@ -1,5 +1,6 @@
 import fp from 'fastify-plugin'
-import { errorCodes, type FastifyRequest } from 'fastify'
+import { errorCodes } from 'fastify'
+import { bodiless, unserved } from '../http/request-path.js'
 
 /**
  * The service's one JSON body parser (CONTRACT §4). Fastify's own decodes the bytes with
@@ -9,9 +10,6 @@ import { errorCodes, type FastifyRequest } from 'fastify'
  * An empty body is an absent one, whatever its Content-Type: /users/me's body is optional, and
  * sign-up and login answer an absent body with their own 400.
  */
-/** No route serves the path: none at all, or a prefix's `/*` catch-all, which answers 404 (routes/). */
-const unserved = (request: FastifyRequest) => request.is404 || request.routeOptions.url?.endsWith('*') === true
-
 export default fp(async function jsonBodyPlugin (app) {
   const parse = app.getDefaultJsonParser(app.initialConfig.onProtoPoisoning ?? 'error', app.initialConfig.onConstructorPoisoning ?? 'error')
   // ignoreBOM keeps a leading BOM in the text, for secure-json-parse to strip as before.
@@ -32,22 +30,9 @@ export default fp(async function jsonBodyPlugin (app) {
   // the body is absent, as above, rather than 415. A body of another type is 415, refused unread
   // (a chunked one too, however short); a path no route serves keeps its 404 (or 401), as without
   // this parser.
+  // A type Fastify cannot read at all is its 415 before any parser: src/plugins/http-edges.ts.
   app.addContentTypeParser('*', function (request, _payload, done) {
-    const length = request.headers['content-length']
-    const bodiless = request.headers['transfer-encoding'] === undefined && (length === undefined || Number(length) === 0)
-    if (bodiless || unserved(request)) return done(null, undefined)
+    if (bodiless(request.headers) || unserved(request)) return done(null, undefined)
     done(new errorCodes.FST_ERR_CTP_INVALID_MEDIA_TYPE(), undefined)
-  })
-  // A Content-Type Fastify cannot read (`json`, an empty one) it answers 415 before any parser
-  // runs. With no body, or on a path no route serves (a prefix's `/*` catch-all included), the
-  // type describes nothing the service reads: it goes to the parser above as a type it can read
-  // (not dropped: a QUERY without one is Fastify's 400), which leaves the body absent.
-  app.addHook('preParsing', (request, _reply, payload, done) => {
-    const headers = request.raw.headers
-    if (headers['content-type'] === undefined || headers['content-type'] === 'application/json') return done(null, payload)
-    const length = headers['content-length']
-    const bodiless = headers['transfer-encoding'] === undefined && (length === undefined || length === '0')
-    if (bodiless || unserved(request)) headers['content-type'] = 'application/octet-stream'
-    done(null, payload)
   })
 }, { fastify: '5.x', name: 'json-body' })
