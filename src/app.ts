@@ -22,6 +22,7 @@ import limitsRedisPlugin from './plugins/limits-redis.js'
 import signupLimitPlugin from './plugins/signup-limit.js'
 import loginLimitPlugin from './plugins/login-limit.js'
 import { clientErrorHandler, collectRoutePatterns, rerouteFrameworkError } from './http/refusals.js'
+import { LISTENER_TIMEOUTS } from './http/listener-timeouts.js'
 import { deferredChildLogger, requestLogHook } from './telemetry/request-log.js'
 import authRoutes from './routes/auth.js'
 import usersRoutes from './routes/users.js'
@@ -67,16 +68,14 @@ export async function buildApp (config: Config, deps: AppDependencies = {}) {
     // Keys that could reach prototypes are dropped; the rest of the body is validated as usual.
     onProtoPoisoning: 'remove',
     onConstructorPoisoning: 'remove',
-    requestTimeout: 10_000,
+    requestTimeout: LISTENER_TIMEOUTS.requestTimeout,
     // Longer than a balancer's usual 60 s idle timeout, so the balancer closes first.
     keepAliveTimeout: 65_000,
-    // Node checks the header and request timeouts every 30 s by default: they would fire up to 30 s
-    // late. Every half second, they fire within the contract's second even on a busy machine.
     // A missing Host is refused in the contract's shape by plugins/http-edges.ts, not with Node's
     // bare 400. A repeated header is joined rather than cut to its first line: two Authorization
     // headers make one credential no token matches (401), not the first one's caller, whatever a
     // proxy or firewall that reads the last one believed.
-    http: { headersTimeout: 5_000, connectionsCheckingInterval: 500, requireHostHeader: false, joinDuplicateHeaders: true },
+    http: { headersTimeout: LISTENER_TIMEOUTS.headersTimeout, connectionsCheckingInterval: LISTENER_TIMEOUTS.connectionsCheckingInterval, requireHostHeader: false, joinDuplicateHeaders: true },
     // Answers Fastify and Node give outside the request pipeline, in the contract's shape (src/http/refusals.ts).
     clientErrorHandler,
     frameworkErrors: rerouteFrameworkError,

@@ -7,7 +7,7 @@ import type { ManagementApp } from './management/management-app.js'
 import { describeFailure } from './telemetry/error-description.js'
 
 /** Longest wait for in-flight requests once the listener stops accepting (CONTRACT §7). */
-const IN_FLIGHT_MS = 10_000
+const DRAIN_IN_FLIGHT_MS = 10_000
 
 function configOrExit (): Config {
   try {
@@ -74,7 +74,7 @@ process.on('unhandledRejection', (reason) => app.log.error({ err: reason }, 'unh
 
 closeWithGrace({
   // The whole sequence below, with room to spare; past it close-with-grace exits 1.
-  delay: config.shutdownDrainMs + IN_FLIGHT_MS + 5_000,
+  delay: config.shutdownDrainMs + DRAIN_IN_FLIGHT_MS + 5_000,
   logger: app.log,
   skip: ['unhandledRejection']
 }, async ({ signal, err }) => {
@@ -86,7 +86,7 @@ closeWithGrace({
   // ...while the API keeps serving until the balancer has noticed.
   await sleep(config.shutdownDrainMs)
   // Stop accepting and let in-flight requests finish; cut whatever is still running after 10 s.
-  const cut = setTimeout(() => app.server.closeAllConnections(), IN_FLIGHT_MS)
+  const cut = setTimeout(() => app.server.closeAllConnections(), DRAIN_IN_FLIGHT_MS)
   await app.close()
   clearTimeout(cut)
   await management?.close()

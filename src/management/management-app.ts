@@ -6,6 +6,7 @@ import { migrationJournal } from '../db/migrate.js'
 import { httpError } from '../http/error-bodies.js'
 import { messages } from '../http/messages.js'
 import { clientErrorHandler, rerouteFrameworkError } from '../http/refusals.js'
+import { LISTENER_TIMEOUTS } from '../http/listener-timeouts.js'
 import { describeFailure } from '../telemetry/error-description.js'
 import { dependencyWatch, throttledWarning } from '../telemetry/dependency-log.js'
 
@@ -36,9 +37,9 @@ export async function buildManagementApp ({ api, isShuttingDown, logger }: Manag
     loggerInstance: logger,
     // Health checks every few seconds would drown the request log.
     logController: new LogController({ disableRequestLogging: true }),
-    requestTimeout: 10_000,
-    // The API's bounds on a client's headers (CONTRACT §7): a slow or silent client is answered 408.
-    http: { headersTimeout: 5_000, connectionsCheckingInterval: 500 },
+    // The API's bounds on a client (CONTRACT §7): a slow or silent client is answered 408.
+    requestTimeout: LISTENER_TIMEOUTS.requestTimeout,
+    http: { headersTimeout: LISTENER_TIMEOUTS.headersTimeout, connectionsCheckingInterval: LISTENER_TIMEOUTS.connectionsCheckingInterval },
     // Closing ends every connection at once: Node stops timing out silent ones when its server
     // closes, and one idle probe's socket would hold the shutdown to close-with-grace's bound.
     // A health check cut here was going to be told 503 anyway.
