@@ -65,7 +65,9 @@ export async function migratePostgresDatabase (url: string, { onWaiting }: { onW
       await tx`set local statement_timeout = 0`
       return await appliedCount(tx)
     })
-    if (recorded >= migrationTags().length) return { applied: [], recorded }
+    // The journal read once: each read is a file read and a parse.
+    const tags = migrationTags()
+    if (recorded >= tags.length) return { applied: [], recorded }
     // postgres.js's `primary` check, which the pool uses too, passes a primary set read-only: as
     // libpq's `read-write` does, each host that refuses writes is ranked behind the others
     // (src/db/host-order.ts) and the lock's connection opened again, until one takes them.
@@ -96,7 +98,7 @@ export async function migratePostgresDatabase (url: string, { onWaiting }: { onW
         const before = await appliedCount(runner)
         await migratePostgres(drizzlePostgres({ client: runner }), { migrationsFolder })
         const recorded = await appliedCount(runner)
-        return { applied: migrationTags().slice(before, recorded), recorded }
+        return { applied: tags.slice(before, recorded), recorded }
       })
       // postgres.js fails the transaction as soon as its connection closes, while Drizzle's
       // migrator goes on over the other one: without the lock, another instance may migrate
