@@ -27,6 +27,18 @@ function configOrExit (): Config {
   }
 }
 
+// Until the shutdown sequence below takes over, a stop signal ends the start where it is (a wait
+// for the database, for another instance's migrations): nothing is served or half-written yet, and
+// the exit stays the signal's own, but it is said, so a start that never finished is not a mystery.
+// close-with-grace's signals that an operator sends.
+const STOP_SIGNALS = ['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGQUIT', 'SIGUSR2'] as const
+function stoppedDuringStart (signal: NodeJS.Signals): void {
+  process.stderr.write(`Stopped by ${signal} during start, before serving\n`)
+  for (const other of STOP_SIGNALS) process.removeListener(other, stoppedDuringStart)
+  process.kill(process.pid, signal)
+}
+for (const signal of STOP_SIGNALS) process.once(signal, stoppedDuringStart)
+
 const config = configOrExit()
 // Loaded once the configuration holds: a bad one is refused before the app is even read.
 const [{ buildApp }, { buildManagementApp }, { createMetrics }, { createLogger }, { logSecurityEvent }, { openDatabase }] = await Promise.all([
@@ -72,6 +84,7 @@ if (config.profile === 'production' && !config.rateLimits) {
 // A stray rejected promise is a bug to fix, not a reason to drop every request in flight.
 process.on('unhandledRejection', (reason) => app.log.error({ err: reason }, 'unhandled promise rejection'))
 
+for (const signal of STOP_SIGNALS) process.removeListener(signal, stoppedDuringStart)
 closeWithGrace({
   // The whole sequence below, with room to spare; past it close-with-grace exits 1.
   delay: config.shutdownDrainMs + DRAIN_IN_FLIGHT_MS + 5_000,

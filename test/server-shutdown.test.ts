@@ -1,6 +1,6 @@
 import { writeFileSync } from 'node:fs'
 import { request } from 'node:http'
-import { connect } from 'node:net'
+import { connect, createServer, type AddressInfo, type Socket } from 'node:net'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import t, { type Test } from 'tap'
@@ -179,4 +179,18 @@ t.test('an unhandled rejection is logged and the service goes on; an uncaught ex
   assertLoggedIn(t, answer, { id: 2, username: 'user', email }, 'the login in flight still gets its answer')
   t.strictSame(await server.exited, { code: 1, signal: null })
   t.match(server.stdout(), 'uncaught exception for the test')
+})
+
+t.test('SIGTERM while the start waits for the database: one line saying so, and the signal\'s own exit', async (t) => {
+  // A database host that takes the connection and never answers holds the start in its connect.
+  const connected: Socket[] = []
+  const silent = createServer((socket) => { connected.push(socket) })
+  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => { for (const socket of connected) socket.destroy(); silent.close() })
+  const server = spawnServer(t, { APP_PROFILE: 'production', DATABASE_URL: `postgres://postgres@127.0.0.1:${(silent.address() as AddressInfo).port}/users`, JWT_SECRET: TEST_SECRET, PORT: String(await freePort()), MANAGEMENT_PORT: 'off' })
+  await until('the start connecting', () => connected.length > 0, 60_000)
+  server.child.kill('SIGTERM')
+  t.strictSame(await server.exited, { code: null, signal: 'SIGTERM' })
+  t.strictSame(server.stderr().split('\n').filter(Boolean), ['Stopped by SIGTERM during start, before serving'])
+  t.equal(server.stdout(), '')
 })
