@@ -1,5 +1,5 @@
 import { X509Certificate } from 'node:crypto'
-import { existsSync, readFileSync } from 'node:fs'
+import { existsSync, readFileSync, statSync } from 'node:fs'
 import { isIP, type Socket } from 'node:net'
 import { homedir } from 'node:os'
 import { join } from 'node:path'
@@ -46,8 +46,23 @@ function readPem (parameter: string, path: string): Buffer {
   }
 }
 
+/**
+ * libpq's rule for the key file, so a DATABASE_URL that libpq refuses is refused here too: a
+ * key others can read is a secret already spread, and the operator hears of it at start.
+ */
+function checkKeyPermissions (path: string): void {
+  let stats
+  try { stats = statSync(path) } catch { return } // readPem says why it cannot be read
+  if (!stats.isFile()) throw new DatabaseUrlError(`sslkey ${path} is not a regular file`)
+  const ownedByUs = stats.uid === process.geteuid?.()
+  if ((ownedByUs && (stats.mode & 0o077) !== 0) || (stats.uid === 0 && (stats.mode & 0o037) !== 0)) {
+    throw new DatabaseUrlError(`sslkey ${path} has group or world access (mode ${(stats.mode & 0o777).toString(8).padStart(4, '0')}): libpq requires 0600 or less if owned by the service's user, 0640 or less if owned by root`)
+  }
+}
+
 /** The client certificate and key, read: `secureContext` below loads them. */
 function clientIdentity (cert: string, key: string): { cert: Buffer, key: Buffer } {
+  checkKeyPermissions(key)
   return { cert: readPem('sslcert', cert), key: readPem('sslkey', key) }
 }
 

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer, connect, type AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -31,6 +31,21 @@ t.test('a client certificate and a key that do not fit stop the start in one lin
     }, mode)
   }
   t.ok(settings(`sslmode=require&sslcert=${cert}&sslkey=${key}`), 'a pair that fits is taken')
+})
+
+// libpq refuses such a key (fe-secure-openssl.c) and so does the service, rather than start with it.
+t.test('a client key others can read is refused as libpq refuses it, naming the file and its mode', { skip }, async (t) => {
+  const { cert, key, dir } = await certificates(t)
+  const weak = (mode: string) => `sslkey ${key} has group or world access (mode ${mode}): libpq requires 0600 or less if owned by the service's user, 0640 or less if owned by root`
+  for (const mode of [0o644, 0o640, 0o604]) {
+    chmodSync(key, mode)
+    t.throws(() => settings(`sslmode=require&sslcert=${cert}&sslkey=${key}`), { message: weak(`0${mode.toString(8)}`) }, mode.toString(8))
+  }
+  t.throws(() => settings(`sslmode=require&sslcert=${cert}&sslkey=${dir}`), { message: `sslkey ${dir} is not a regular file` })
+  for (const mode of [0o600, 0o400]) {
+    chmodSync(key, mode)
+    t.ok(settings(`sslmode=require&sslcert=${cert}&sslkey=${key}`), `${mode.toString(8)} is taken`)
+  }
 })
 
 // libpq verifies against sslrootcert, else ~/.postgresql/root.crt, else refuses: never against
