@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto'
+import { createHmac, randomBytes } from 'node:crypto'
 import { Writable } from 'node:stream'
 import { eq, getTableName, is, sql } from 'drizzle-orm'
 import { PgTable } from 'drizzle-orm/pg-core'
@@ -129,6 +129,13 @@ export async function assertSignedUp (t: Test, app: App, response: Answer, accou
   const [row] = await app.database.db.select({ id: users.id }).from(users).where(eq(users.email, account.email.toLowerCase()))
   t.strictSame(response.json(), { id: row?.id, username: account.username.normalize('NFC'), email: account.email.toLowerCase() }, `${message}: body`)
 }
+
+/** `{ statusCode, error, message }`: the contract's error body (CONTRACT §4). */
+export const errorBody = (statusCode: number, error: string, message: string) => ({ statusCode, error, message })
+export const unauthorized = (message: string) => errorBody(401, 'Unauthorized', message)
+
+/** How the log names an e-mail it may not show: its HMAC under the digest key, lower-cased first. */
+export const emailHmac = (key: string, email: string) => createHmac('sha256', key).update(email.toLowerCase()).digest('hex')
 
 /** The contract's bodies the tests compare answers with, written out here rather than read from src/. */
 export const errorBodies = {

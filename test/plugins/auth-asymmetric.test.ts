@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net'
 import t, { type Test } from 'tap'
 import { calculateJwkThumbprint } from 'jose'
 import { DEV_JWT_SECRET } from '../../src/config/index.js'
-import { build, login, seedAccounts, testDatabases } from '../helper.js'
+import { build, login, seedAccounts, testDatabases, unauthorized } from '../helper.js'
 
 // EdDSA and ES256 verification (CONTRACT §6 with JWT_ALGORITHM): tokens are made here by hand
 // with node:crypto and kids by jose, never by the service's signer or thumbprint code.
@@ -32,7 +32,6 @@ function claimsOf (overrides: Record<string, unknown> = {}) {
   return { sub: user.username, role: user.role, uid: user.id, iss: 'user-management', aud: 'user-management', jti: randomUUID(), iat, exp: iat + 3600, ...overrides }
 }
 const userRecord = { id: user.id, username: user.username, email: user.email, role: user.role }
-const unauthorized = (message: string) => ({ statusCode: 401, error: 'Unauthorized', message })
 
 /** A web server that would hand out an attacker's keys, and counts who asked. */
 async function keyServer (t: Test, jwks: unknown) {

@@ -2,7 +2,7 @@ import { createHmac, createSign, generateKeyPairSync, randomUUID } from 'node:cr
 import { eq } from 'drizzle-orm'
 import t, { type Test } from 'tap'
 import { users } from '../../src/db/schema.js'
-import { build, login, seedAccounts, testDatabases, uniqueUser } from '../helper.js'
+import { build, login, seedAccounts, testDatabases, unauthorized, uniqueUser } from '../helper.js'
 
 // Tokens are made here by hand with node:crypto, never with the service's signer, so a bug
 // shared by signer and verifier cannot hide (CONTRACT §6).
@@ -28,7 +28,6 @@ function claimsOf (account: { id: number, username: string, role: string }, over
 }
 
 const { user, admin } = seedAccounts
-const unauthorized = (message: string) => ({ statusCode: 401, error: 'Unauthorized', message })
 const forbidden = { statusCode: 403, error: 'Forbidden', message: 'Acceso denegado' }
 const notFound = { statusCode: 404, error: 'Not Found', message: 'Recurso no encontrado' }
 const userRecord = { id: user.id, username: user.username, email: user.email, role: user.role }

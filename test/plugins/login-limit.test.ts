@@ -1,4 +1,3 @@
-import { createHmac } from 'node:crypto'
 import sensible from '@fastify/sensible'
 import Fastify from 'fastify'
 import fp from 'fastify-plugin'
@@ -8,13 +7,11 @@ import errorHandler from '../../src/plugins/error-handler.js'
 import limitsRedis from '../../src/plugins/limits-redis.js'
 import loginLimit from '../../src/plugins/login-limit.js'
 import { baseLoggerOptions } from '../../src/telemetry/logger.js'
-import { assertTooMany, captureLog, createTestDatabase, errorBodies, testConfig } from '../helper.js'
+import { assertTooMany, captureLog, createTestDatabase, emailHmac, errorBodies, testConfig } from '../helper.js'
 
 /** CONTRACT §7's e-mail digest, written out here: HMAC-SHA256 of the lower-cased e-mail under the digest key. */
-const hmacOf = (key: string, email: string) => createHmac('sha256', key).update(email.toLowerCase()).digest('hex')
-
 /** The e-mail's HMAC the attempt carries (the digest key is the same whatever the limits). */
-const anasHmac = hmacOf(testConfig().jwt.digestKey, 'ana@example.com')
+const anasHmac = emailHmac(testConfig().jwt.digestKey, 'ana@example.com')
 
 // The login limiter's plugin alone, on a bare instance (the login route's use: test/limits/).
 async function bareApp (t: Test, env: Record<string, string>, logger: object | false = false) {

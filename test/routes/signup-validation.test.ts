@@ -2,7 +2,7 @@ import { eq } from 'drizzle-orm'
 import t from 'tap'
 import type { App } from '../../src/app.js'
 import { users } from '../../src/db/schema.js'
-import { assertLoggedIn, build, errorBodies, testDatabases } from '../helper.js'
+import { assertLoggedIn, build, errorBodies, errorBody, testDatabases } from '../helper.js'
 
 const M = {
   usernameMissing: 'El username es obligatorio',
@@ -17,7 +17,6 @@ const M = {
   passwordLength: 'La password debe tener entre 8 y 16 caracteres',
   passwordComposition: 'La password debe tener al menos una numero, una letra minuscula y una letra mayuscula'
 }
-const general = (statusCode: number, error: string, message: string) => ({ statusCode, error, message })
 const invalidCredentials = errorBodies.badCredentials
 /** The id the database gave the account: what the 201 must carry, as a number. */
 const storedId = async (app: App, email: string) => (await app.database.db.select({ id: users.id }).from(users).where(eq(users.email, email)))[0]?.id
@@ -127,18 +126,18 @@ for (const kind of testDatabases()) {
 
     t.test('bodies that are not a JSON object', async (t) => {
       const cases: Array<[string, () => ReturnType<typeof signup>, number, object]> = [
-        ['no body', () => signup(undefined), 400, general(400, 'Bad Request', 'El cuerpo de la petición es obligatorio')],
-        ['an empty JSON body', () => signup('', { 'content-type': 'application/json' }), 400, general(400, 'Bad Request', 'El cuerpo de la petición es obligatorio')],
-        ['malformed JSON', () => signup('{"username": ', { 'content-type': 'application/json' }), 400, general(400, 'Bad Request', 'El cuerpo de la petición no es un JSON válido')],
-        ['a JSON array', () => signup('[1,2]', { 'content-type': 'application/json' }), 400, general(400, 'Bad Request', 'El cuerpo de la petición debe ser un objeto JSON')],
-        ['a JSON string', () => signup('"hola"', { 'content-type': 'application/json' }), 400, general(400, 'Bad Request', 'El cuerpo de la petición debe ser un objeto JSON')],
-        ['JSON null', () => signup('null', { 'content-type': 'application/json' }), 400, general(400, 'Bad Request', 'El cuerpo de la petición debe ser un objeto JSON')],
-        ['text/plain', () => signup('username=ana', { 'content-type': 'text/plain' }), 415, general(415, 'Unsupported Media Type', 'Tipo de contenido no soportado')],
-        ['a form', () => signup('username=ana', { 'content-type': 'application/x-www-form-urlencoded' }), 415, general(415, 'Unsupported Media Type', 'Tipo de contenido no soportado')],
+        ['no body', () => signup(undefined), 400, errorBody(400, 'Bad Request', 'El cuerpo de la petición es obligatorio')],
+        ['an empty JSON body', () => signup('', { 'content-type': 'application/json' }), 400, errorBody(400, 'Bad Request', 'El cuerpo de la petición es obligatorio')],
+        ['malformed JSON', () => signup('{"username": ', { 'content-type': 'application/json' }), 400, errorBody(400, 'Bad Request', 'El cuerpo de la petición no es un JSON válido')],
+        ['a JSON array', () => signup('[1,2]', { 'content-type': 'application/json' }), 400, errorBody(400, 'Bad Request', 'El cuerpo de la petición debe ser un objeto JSON')],
+        ['a JSON string', () => signup('"hola"', { 'content-type': 'application/json' }), 400, errorBody(400, 'Bad Request', 'El cuerpo de la petición debe ser un objeto JSON')],
+        ['JSON null', () => signup('null', { 'content-type': 'application/json' }), 400, errorBody(400, 'Bad Request', 'El cuerpo de la petición debe ser un objeto JSON')],
+        ['text/plain', () => signup('username=ana', { 'content-type': 'text/plain' }), 415, errorBody(415, 'Unsupported Media Type', 'Tipo de contenido no soportado')],
+        ['a form', () => signup('username=ana', { 'content-type': 'application/x-www-form-urlencoded' }), 415, errorBody(415, 'Unsupported Media Type', 'Tipo de contenido no soportado')],
         // No body: the type describes nothing, and the body is absent whatever it says.
-        ['text/plain with no body', () => signup('', { 'content-type': 'text/plain' }), 400, general(400, 'Bad Request', 'El cuerpo de la petición es obligatorio')],
-        ['a form with no body', () => signup(undefined, { 'content-type': 'application/x-www-form-urlencoded' }), 400, general(400, 'Bad Request', 'El cuerpo de la petición es obligatorio')],
-        ['over 16 KiB', () => signup(JSON.stringify({ ...valid(), pad: 'x'.repeat(16 * 1024) }), { 'content-type': 'application/json' }), 413, general(413, 'Payload Too Large', 'El cuerpo de la petición es demasiado grande')]
+        ['text/plain with no body', () => signup('', { 'content-type': 'text/plain' }), 400, errorBody(400, 'Bad Request', 'El cuerpo de la petición es obligatorio')],
+        ['a form with no body', () => signup(undefined, { 'content-type': 'application/x-www-form-urlencoded' }), 400, errorBody(400, 'Bad Request', 'El cuerpo de la petición es obligatorio')],
+        ['over 16 KiB', () => signup(JSON.stringify({ ...valid(), pad: 'x'.repeat(16 * 1024) }), { 'content-type': 'application/json' }), 413, errorBody(413, 'Payload Too Large', 'El cuerpo de la petición es demasiado grande')]
       ]
       for (const [what, send, status, body] of cases) {
         const response = await send()
@@ -150,7 +149,7 @@ for (const kind of testDatabases()) {
     t.test('login bodies get the same treatment', async (t) => {
       const absent = await app.inject({ method: 'POST', url: '/auth/login' })
       t.equal(absent.statusCode, 400)
-      t.strictSame(absent.json(), general(400, 'Bad Request', 'El cuerpo de la petición es obligatorio'))
+      t.strictSame(absent.json(), errorBody(400, 'Bad Request', 'El cuerpo de la petición es obligatorio'))
       const missing = await app.inject({ method: 'POST', url: '/auth/login', payload: {} })
       t.equal(missing.statusCode, 400)
       t.strictSame(missing.json(), { email: M.emailMissing, password: M.passwordMissing })
@@ -171,7 +170,7 @@ for (const kind of testDatabases()) {
       const token = (await app.inject({ method: 'POST', url: '/auth/login', payload: { email: body.email, password: body.password } })).json().token
       const listing = await app.inject({ method: 'GET', url: '/admin/users', headers: { authorization: `Bearer ${token}` } })
       t.equal(listing.statusCode, 403, 'the account is not an admin')
-      t.strictSame(listing.json(), general(403, 'Forbidden', 'Acceso denegado'))
+      t.strictSame(listing.json(), errorBody(403, 'Forbidden', 'Acceso denegado'))
     })
   })
 }

@@ -1,17 +1,14 @@
-import { createHmac, randomBytes } from 'node:crypto'
+import { randomBytes } from 'node:crypto'
 import { eq } from 'drizzle-orm'
 import t, { type Test } from 'tap'
 import { loadConfig } from '../../src/config/index.js'
 import { users } from '../../src/db/schema.js'
 import { loggerOptions } from '../../src/telemetry/logger.js'
-import { assertBadCredentials, assertLoggedIn, assertTooMany, build, captureLog, loginFrom, seedAccounts, testConfig, testDatabases, uniqueUser } from '../helper.js'
+import { assertBadCredentials, assertLoggedIn, assertTooMany, build, captureLog, emailHmac, errorBody, loginFrom, seedAccounts, testConfig, testDatabases, uniqueUser } from '../helper.js'
 
 /** CONTRACT §7's e-mail digest, written out here: HMAC-SHA256 of the lower-cased e-mail under the digest key. */
-const hmacOf = (key: string, email: string) => createHmac('sha256', key).update(email.toLowerCase()).digest('hex')
-
 const ISO_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
 const { user, admin } = seedAccounts
-const error = (statusCode: number, error: string, message: string) => ({ statusCode, error, message })
 
 /** The production logger's options (JSON, ISO time, redaction), writing to memory. */
 function captureProductionLog () {
@@ -48,7 +45,7 @@ for (const kind of testDatabases()) {
       assertEvents(t, ok, [{ level: 30, event: 'authn_login_success', clientAddress: '203.0.113.70', userId: user.id }])
       // A known account is named by its id, an unknown e-mail by its HMAC only.
       assertEvents(t, wrong, [{ level: 40, event: 'authn_login_fail', clientAddress: '203.0.113.71', userId: user.id }])
-      assertEvents(t, unknown, [{ level: 40, event: 'authn_login_fail', clientAddress: '203.0.113.72', emailHmac: hmacOf(digestKey, 'nadie.secreto@example.com') }])
+      assertEvents(t, unknown, [{ level: 40, event: 'authn_login_fail', clientAddress: '203.0.113.72', emailHmac: emailHmac(digestKey, 'nadie.secreto@example.com') }])
 
       const text = log.text()
       t.notMatch(text, /nadie\.secreto/i, 'the unknown e-mail appears only as its HMAC')
@@ -62,7 +59,7 @@ for (const kind of testDatabases()) {
       const locked = await login(user.email, user.password, '203.0.113.73')
       assertTooMany(t, locked, 'the 11th')
       assertEvents(t, locked, [{
-        level: 40, event: 'authn_login_lock', clientAddress: '203.0.113.73', emailHmac: hmacOf(digestKey, user.email), reason: 'pair', retryAfter: Number(locked.headers['retry-after'])
+        level: 40, event: 'authn_login_lock', clientAddress: '203.0.113.73', emailHmac: emailHmac(digestKey, user.email), reason: 'pair', retryAfter: Number(locked.headers['retry-after'])
       }])
       t.notOk(log.text().includes(user.password))
     })
@@ -77,18 +74,18 @@ for (const kind of testDatabases()) {
 
       const anonymous = await app.inject({ method: 'GET', url: '/users/me', remoteAddress: '203.0.113.74' })
       t.equal(anonymous.statusCode, 401)
-      t.strictSame(anonymous.json(), error(401, 'Unauthorized', 'Token ausente'))
+      t.strictSame(anonymous.json(), errorBody(401, 'Unauthorized', 'Token ausente'))
       assertEvents(t, anonymous, [{ level: 40, event: 'authz_fail', clientAddress: '203.0.113.74', statusCode: 401, reason: 'token_missing' }])
 
       const forged = await app.inject({ method: 'GET', url: '/users/me', headers: { authorization: 'Bearer aaa.bbb.ccc' } })
       t.equal(forged.statusCode, 401)
-      t.strictSame(forged.json(), error(401, 'Unauthorized', 'Token inválido'))
+      t.strictSame(forged.json(), errorBody(401, 'Unauthorized', 'Token inválido'))
       assertEvents(t, forged, [{ level: 40, event: 'authz_fail', clientAddress: '127.0.0.1', statusCode: 401, reason: 'token_invalid' }])
 
       const adminToken = assertLoggedIn(t, await login(admin.email, admin.password, '203.0.113.75'), admin)
       const forbidden = await app.inject({ method: 'GET', url: '/users/me', headers: { authorization: `Bearer ${adminToken}` } })
       t.equal(forbidden.statusCode, 403)
-      t.strictSame(forbidden.json(), error(403, 'Forbidden', 'Acceso denegado'))
+      t.strictSame(forbidden.json(), errorBody(403, 'Forbidden', 'Acceso denegado'))
       assertEvents(t, forbidden, [{ level: 40, event: 'authz_fail', clientAddress: '127.0.0.1', statusCode: 403, reason: 'role', userId: admin.id }])
 
       const invalid = await app.inject({ method: 'POST', url: '/auth/signup', payload: { username: 'ab', email: 'bien@example.com', password: 'sinnumerosNi' }, remoteAddress: '203.0.113.76' })
