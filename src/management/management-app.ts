@@ -67,6 +67,10 @@ export async function buildManagementApp ({ api, isShuttingDown, logger }: Manag
     }
   })
 
+  // The plugin sends its static/index.html to the page but serves that same stock file, an
+  // empty Swagger UI, as static/'s index: sent to the page too.
+  app.get('/docs/static/', { schema: { hide: true } }, (_request, reply) => reply.redirect('/docs/'))
+
   // Fastify's own 404 quotes the request's path; this one, like the API's, quotes nothing of it.
   app.setNotFoundHandler((_request, reply) => {
     reply.code(404).header('x-content-type-options', 'nosniff').send(httpError(404, messages.notFound))

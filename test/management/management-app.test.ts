@@ -203,6 +203,16 @@ for (const kind of testDatabases()) {
       t.strictSame(json.json(), (await management.inject('/openapi.json')).json())
     })
 
+    // @fastify/swagger-ui sends its static/index.html to the page, but serves the folder's index,
+    // the same stock file, at static/: a Swagger UI over no document, with an error.
+    t.test('GET /docs/static/ leads to the page, as /docs/static/index.html does, not to the stock one', async (t) => {
+      const { management } = shared
+      for (const url of ['/docs/static/', '/docs/static/index.html']) {
+        const response = await management.inject(url)
+        t.strictSame([response.statusCode, response.headers.location, response.body], [302, '/docs/', ''], url)
+      }
+    })
+
     t.test('the management port has no API routes and needs no token; its 404 echoes nothing of the request', async (t) => {
       const { management } = shared
       // The last one does not decode (`%zz`): Fastify's own 400 for it quotes the URL.
