@@ -62,11 +62,25 @@ export function createSharedCounting (redis: Redis, { log, onFallback, retryMs =
     if (shared) shared = false
     retryLater()
   }
+  // Redis refusing REDIS_URL's database at connect (past its `databases`) is only an error event
+  // to ioredis, which goes on in db 0: counting there would mix with what that database holds.
+  const onItsDatabase = async (): Promise<boolean> => {
+    const db = redis.options.db ?? 0
+    if (db === 0) return true
+    try {
+      await redis.select(db)
+      return true
+    } catch (error) {
+      lost(error)
+      return false
+    }
+  }
   const catchUp = async () => {
     if (!started || closed || shared || catchingUp || !isConnected()) return
     catchingUp = true
     let written: number
     try {
+      if (!await onItsDatabase()) return
       written = await step()
     } catch (error) {
       catchUpWarning({ err: error })

@@ -92,6 +92,19 @@ for (const kind of testDatabases()) {
       t.strictSame(warnings, [[40, 'Redis for the abuse limits is unavailable; counting in this instance until it is back', 'ECONNREFUSED']])
     })
 
+    // ioredis reports a SELECT refused at connect, then goes on in db 0: counting there would
+    // share keys with whatever else that database holds, unseen by the instances on the right one.
+    t.test('a REDIS_URL database Redis refuses (past its `databases`): nothing is counted in db 0, the refusal is the outage\'s cause', async (t) => {
+      const redis = await startOwnRedis(t, ['--databases', '4'])
+      const { api, log, management } = await setup(t, kind, `${redis.url}/9`)
+      await failLogin(t, api, 'a login while Redis refuses the database')
+      await new Promise((resolve) => setTimeout(resolve, 1500))
+      t.equal(await redis.client().dbsize(), 0, 'no key in db 0')
+      t.equal(await metric(management, 'limits_redis_up'), 0, 'counting is not shared')
+      const watch = log.lines.filter((line) => /Redis for the abuse limits/.test(line.msg)).map((line) => [line.level, line.msg, line.err?.message])
+      t.strictSame(watch, [[40, 'Redis for the abuse limits is unavailable; counting in this instance until it is back', 'ERR DB index is out of range']])
+    })
+
     // Out of memory under noeviction, Redis still answers reads: counting must not come back to it only to fall back again.
     t.test('a Redis that refuses writes is one outage: one warning, no "answers again" while it refuses', async (t) => {
       const redis = await startOwnRedis(t)
