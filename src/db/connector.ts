@@ -8,7 +8,7 @@ import { tlsSettings } from './tls.js'
 import { closeAtOnce, failStarting, failingSocket, nameForErrors } from './postgres-internals.js'
 import { createAnswerWatch } from './answer-watch.js'
 import { createCancels } from './cancels.js'
-import { NotPostgresError, StartupRefusedError, readStartupAnswer } from './startup-answer.js'
+import { NotPostgresError, StartupRefusedError, fatalAnswer, readStartupAnswer } from './startup-answer.js'
 import { NotReadyError } from './pg-errors.js'
 
 /**
@@ -72,8 +72,13 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
         startup = 'ready'
         starts.ready()
         // The next data answers a query: postgres.js took the connection (a standby where a
-        // primary is wanted is closed unasked), so new connections go to this host first.
-        socket.once('data', () => hosts.served(hostIndex))
+        // primary is wanted is closed unasked), so new connections go to this host first; or,
+        // a fatal error, is why no connection could be had.
+        socket.once('data', (chunk: Buffer) => {
+          hosts.served(hostIndex)
+          const fatal = fatalAnswer(chunk)
+          if (fatal) starts.failure(new StartupRefusedError(server, fatal, true))
+        })
       },
       onRefused: (refusal) => {
         startup = 'refused'

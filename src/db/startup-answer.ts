@@ -27,11 +27,14 @@ export interface StartupRefusal {
   readonly legacy: boolean
 }
 
-/** Why the server refused a connection; kept as the host's last failure (src/db/connector.ts). */
+/**
+ * Why the server refused a connection, at its start or, a pooler that logged it in from its
+ * cache, at its first query (`atFirstQuery`); kept as the host's last failure (src/db/connector.ts).
+ */
 export class StartupRefusedError extends Error {
   readonly code: string
-  constructor (server: string, { code, message }: StartupRefusal) {
-    super(`${server} refused the connection: ${message}`)
+  constructor (server: string, { code, message }: StartupRefusal, atFirstQuery = false) {
+    super(`${server} ${atFirstQuery ? 'closed the connection at its first query' : 'refused the connection'}: ${message}`)
     this.name = 'StartupRefusedError'
     this.code = code ?? 'UMS_DB_STARTUP_REFUSED'
   }
@@ -47,8 +50,8 @@ export interface StartupAnswer {
   readonly onForeign: () => void
 }
 
-/** An ErrorResponse's fields, each a type byte and a NUL-terminated string: its SQLSTATE and message. */
-function errorFields (body: Buffer): StartupRefusal {
+/** An ErrorResponse's fields, each a type byte and a NUL-terminated string. */
+function fieldsOf (body: Buffer): Map<string, string> {
   const fields = new Map<string, string>()
   for (let at = 0; at < body.length && body[at] !== 0;) {
     const end = body.indexOf(0, at + 1)
@@ -56,7 +59,28 @@ function errorFields (body: Buffer): StartupRefusal {
     fields.set(String.fromCharCode(body[at]), body.toString('utf8', at + 1, end))
     at = end + 1
   }
+  return fields
+}
+
+/** An ErrorResponse's SQLSTATE and message. */
+function errorFields (body: Buffer): StartupRefusal {
+  const fields = fieldsOf(body)
   return { code: fields.get('C'), message: fields.get('M') ?? 'no message', legacy: false }
+}
+
+/**
+ * A FATAL ErrorResponse that `chunk`, the first data after ReadyForQuery, starts with: a pooler
+ * that logged the connection in from its cache and cannot serve it (PgBouncer's `server login
+ * has been failing`), a server shutting down. postgres.js's first query on a connection is its
+ * own (the array types), whose failure it keeps to itself.
+ */
+export function fatalAnswer (chunk: Buffer): StartupRefusal | undefined {
+  const length = chunk.length >= 5 && chunk[0] === ERROR_RESPONSE ? chunk.readUInt32BE(1) : 0
+  if (isLegacyLength(length) || chunk.length < 1 + length) return undefined
+  const body = chunk.subarray(5, 1 + length)
+  const fields = fieldsOf(body)
+  const severity = fields.get('V') ?? fields.get('S')
+  return severity === 'FATAL' || severity === 'PANIC' ? errorFields(body) : undefined
 }
 
 /**

@@ -106,3 +106,26 @@ t.test('server connections lost mid-transaction through PgBouncer: 503 each, the
   t.strictSame(after.map((a) => a.json()), await primary.query("select id, username, email from users where username like 'after%' order by username"), 'each answer is its stored row')
   t.strictSame(await primary.query("select username from users where username like 'lost%'"), [], 'the lost transactions left no row')
 })
+
+// PostgreSQL gone behind a running PgBouncer: the pooler still logs clients in (from its cache),
+// then closes each connection at its first query with `server login has been failing`. That
+// first query is postgres.js's own (the array types), which keeps its failure to itself, so the
+// requests waiting for a connection got a bare UMS_DB_ACQUIRE_TIMEOUT: the log named no cause.
+t.test('PostgreSQL gone behind PgBouncer: each acquire timeout is logged with what the pooler said', { skip }, async (t) => {
+  const primary = await createPrimary(t)
+  const bouncer = await startPgBouncer(t, primary)
+  const { app, log } = await productionApp(t, bouncer.url('postgres'), { DB_POOL_MAX: '2' })
+  t.equal((await signup(app, 'before')).statusCode, 201, 'the pooler has logged in to PostgreSQL once')
+  await primary.stop('fast')
+  const answers = await Promise.all(Array.from({ length: 12 }, (_, i) => signup(app, `gone${i}`)))
+  t.strictSame(answers.map((a) => [a.statusCode, a.json()]), answers.map(() => [503, errorBodies.unavailable]))
+  const chains = log.lines.filter((l) => l.msg === 'service unavailable')
+    .map((l) => causeChain(l.cause).slice(1).map(({ cause, ...link }) => link))
+  const acquireTimeouts = chains.filter((chain) => chain[0]?.code === 'UMS_DB_ACQUIRE_TIMEOUT')
+  t.ok(acquireTimeouts.length > 0, `some requests waited for a connection (${acquireTimeouts.length} of ${chains.length} lines)`)
+  const pooler = 'server login has been failing, try again later (server_login_retry)'
+  t.strictSame(acquireTimeouts, acquireTimeouts.map(() => [
+    { type: 'AcquireTimeoutError', message: 'no database connection within 1000 ms', code: 'UMS_DB_ACQUIRE_TIMEOUT' },
+    { type: 'StartupRefusedError', message: `127.0.0.1:${bouncer.port} closed the connection at its first query: ${pooler}`, code: '08P01' }
+  ]), 'each names the pooler and its words')
+})

@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events'
 import type { Socket } from 'node:net'
 import t from 'tap'
 import type { BackendKey } from '../../src/db/cancels.js'
-import { readStartupAnswer, type StartupRefusal } from '../../src/db/startup-answer.js'
+import { fatalAnswer, readStartupAnswer, type StartupRefusal } from '../../src/db/startup-answer.js'
 import { int32s, message, startup } from '../support/protocol-messages.js'
 
 /** What the reader said of `chunks`, fed to a stand-in socket, and whether it still reads. */
@@ -45,4 +45,16 @@ t.test('another protocol\'s answer is foreign, at its first byte or its first le
 
 t.test('a startup answer still coming: nothing said yet, still reading', async (t) => {
   t.strictSame(read([startup.subarray(0, 30)]), { heard: [], reading: true })
+})
+
+// The first answer after ReadyForQuery (src/db/connector.ts): a pooler that logged the connection
+// in from its cache and cannot serve it closes it with a FATAL, which is why no connection could
+// be had; a refusal within the session (ERROR) and any other answer are the query's own.
+t.test('a FATAL that the first answer after ReadyForQuery starts with is a refusal; an ERROR or rows are not', async (t) => {
+  const fatal = message('E', Buffer.from('SFATAL\u0000C08P01\u0000Mserver login has been failing, try again later (server_login_retry)\u0000\u0000'))
+  t.strictSame(fatalAnswer(fatal), { code: '08P01', message: 'server login has been failing, try again later (server_login_retry)', legacy: false })
+  const error = message('E', Buffer.from('SERROR\u0000VERROR\u0000C25006\u0000Mcannot execute INSERT in a read-only transaction\u0000\u0000'))
+  t.equal(fatalAnswer(error), undefined, 'an ERROR')
+  t.equal(fatalAnswer(message('T', int32s(0))), undefined, 'rows')
+  t.equal(fatalAnswer(fatal.subarray(0, 10)), undefined, 'a FATAL cut short: nothing to read')
 })
