@@ -85,10 +85,7 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
         const error = starts.failure(new StartupRefusedError(server, refusal))
         if (refusal.legacy) failStarting(socket, error)
       },
-      onForeign: () => {
-        startup = 'refused'
-        failStarting(socket, starts.failure(new NotPostgresError(server)))
-      }
+      onForeign: () => { startup = 'refused'; failStarting(socket, starts.failure(new NotPostgresError(server))) }
     })
     socket.once('end', () => { serverEnded = true })
     socket.once('close', () => {
@@ -141,10 +138,13 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
      * rejection of a refusal within the session (severity ERROR), which postgres.js settles while
      * handling that very answer: its reactions run before any other socket's data is handled.
      */
-    refusedWrite: (): (() => void) => {
+    refusedWrite: (refusal?: object): (() => void) => {
       const socket = answers.lastAnswered()
       if (!socket) return () => {}
-      hosts.refusedWrite(hostOf.get(socket) ?? 0)
+      const index = hostOf.get(socket) ?? 0
+      // `refusal`, that error, names its server in the log: with several hosts, the one to look at (CONTRACT §7).
+      if (refusal) Object.assign(refusal, { address: target.hosts[index].host, port: target.hosts[index].port })
+      hosts.refusedWrite(index)
       notRefusals.add(socket)
       return () => { if (!socket.destroyed) closeAtOnce(socket) }
     },

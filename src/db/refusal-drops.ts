@@ -43,7 +43,7 @@ export function createRefusalDrops (inFlight: ReturnType<typeof createArrivalQue
       // down) comes with its connection's close, a later turn, when the socket that answered last
       // may be another connection's; the connector ranks a host whose connections close early.
       query.then(undefined, (error: unknown) => {
-        if (refusesWrites(error) && refusedInSession(error)) closeWhenIdle(query, connector.refusedWrite(), Date.now() + REFUSING_LINGER_MS)
+        if (refusesWrites(error) && refusedInSession(error)) closeWhenIdle(query, connector.refusedWrite(error as object), Date.now() + REFUSING_LINGER_MS)
       })
     },
     /** A COPY query and the end of its rows, which is its end here. */

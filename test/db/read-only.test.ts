@@ -36,7 +36,10 @@ t.test('a server that turns read-only: writes 503 with Retry-After, reads 200, w
   t.strictSame(me.json(), { id, ...account, role: 'ROLE_USER' })
 
   const [line] = log.lines.filter((l) => l.msg === 'service unavailable')
-  t.match(causeChain(line?.cause).find((c) => c.code === '25006'), { code: '25006', message: 'cannot execute INSERT in a read-only transaction' }, 'the log says why, in the server\'s words')
+  // And which server refused: with several hosts, the one an operator must look at (the demoted primary).
+  const server = new URL(url)
+  t.strictSame(causeChain(line?.cause).slice(1), [{ type: 'PostgresError', message: 'cannot execute INSERT in a read-only transaction', code: '25006', address: server.hostname, port: Number(server.port || 5432) }],
+    'the log says why, in the server\'s words, and which server said it')
   t.notMatch(log.text(), /ro\.during@example\.com|\$argon2|Secreto123/, 'no e-mail, hash or password')
 
   // Writable again: the connection that saw 25006 was dropped, so the next one is a new session.
