@@ -77,15 +77,15 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
         socket.once('data', (chunk: Buffer) => {
           hosts.served(hostIndex)
           const fatal = fatalAnswer(chunk)
-          if (fatal) starts.failure(new StartupRefusedError(server, fatal, true))
+          if (fatal) starts.failure(new StartupRefusedError(server, fatal, true), server)
         })
       },
       onRefused: (refusal) => {
         startup = 'refused'
-        const error = starts.failure(new StartupRefusedError(server, refusal))
+        const error = starts.failure(new StartupRefusedError(server, refusal), server)
         if (refusal.legacy) failStarting(socket, error)
       },
-      onForeign: () => { startup = 'refused'; failStarting(socket, starts.failure(new NotPostgresError(server))) }
+      onForeign: () => { startup = 'refused'; failStarting(socket, starts.failure(new NotPostgresError(server), server)) }
     })
     socket.once('end', () => { serverEnded = true })
     socket.once('close', () => {
@@ -93,7 +93,7 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
         // The server hung up unasked, or stayed silent until postgres.js's connect timeout closed
         // it (a hung server takes the TCP connection): the next connections try the others first,
         // as libpq's per-host connect_timeout goes on to the next host.
-        starts.failure(new NotReadyError(server, serverEnded))
+        starts.failure(new NotReadyError(server, serverEnded), server)
         hosts.avoid(hostIndex)
       } else if (now() - opened < SHORT_LIVED_MS && !notRefusals.has(socket)) hosts.avoid(hostIndex)
     })
@@ -112,7 +112,7 @@ export function createConnector (target: DatabaseTarget, { connectTimeoutMs, ans
       try {
         return watched(await connectHost(index), index)
       } catch (error) {
-        lastError = starts.failure(error as Error)
+        lastError = starts.failure(error as Error, describeHost(target.hosts[index]))
         hosts.avoid(index)
       }
     }
