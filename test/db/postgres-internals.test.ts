@@ -211,7 +211,7 @@ t.test('an error a server sends as it closes fails the query it was running with
 // With several hosts, the log must name the one whose connection closed, not the whole list.
 t.test('a connection closed without a word fails its query with CONNECTION_CLOSED naming that host alone', async (t) => {
   const port = await startingServer(t, (socket) => { socket.end() })
-  const sql = postgres({ host: ['127.0.0.1', '127.0.0.1'], port: [port, 1], ssl: false, max: 1, fetch_types: false, connect_timeout: 2, onnotice: () => {} })
+  const sql = postgres({ host: `127.0.0.1:${port},127.0.0.1:1`, ssl: false, max: 1, fetch_types: false, connect_timeout: 2, onnotice: () => {} })
   t.teardown(() => sql.end({ timeout: 0 }))
   const failure = await sql.unsafe('select 1').then(() => 'answered', (error: { code?: string, message?: string, address?: unknown, port?: unknown }) => ({ ...error, message: error.message }))
   t.strictSame(failure, { code: 'CONNECTION_CLOSED', errno: 'CONNECTION_CLOSED', address: '127.0.0.1', port, message: `write CONNECTION_CLOSED 127.0.0.1:${port}` })
