@@ -79,10 +79,13 @@ function secureContext (target: DatabaseTarget, files: { cert?: Buffer, key?: Bu
   }
 }
 
+/** libpq's CA file where `sslrootcert` is not given. */
+const libpqDefaultRoot = () => join(homedir(), '.postgresql', 'root.crt')
+
 /** The CAs a verifying mode trusts: `sslrootcert`'s file, libpq's default file, or Node's public CAs for `system`. */
 function trustedRoots (target: DatabaseTarget): { ca?: Buffer } {
-  // libpq's default: ~/.postgresql/root.crt. Without it, libpq refuses to verify rather than trust any public CA.
-  const libpqDefault = join(homedir(), '.postgresql', 'root.crt')
+  // Without libpq's default file, libpq refuses to verify rather than trust any public CA.
+  const libpqDefault = libpqDefaultRoot()
   const rootCert = target.sslRootCert ?? (existsSync(libpqDefault) ? libpqDefault : undefined)
   if (rootCert === undefined) {
     throw new DatabaseUrlError(`sslmode=${target.sslMode} needs sslrootcert: the file of the CA that signed the server's certificate, or system with verify-full (${libpqDefault}, libpq's default, does not exist)`)
@@ -106,10 +109,12 @@ function trustedRoots (target: DatabaseTarget): { ca?: Buffer } {
 export function tlsSettings (target: DatabaseTarget): TlsSettings | null {
   if (target.sslMode === 'disable') return null
   const client = target.sslCert && target.sslKey ? clientIdentity(target.sslCert, target.sslKey) : {}
-  if (target.sslMode === 'allow' || target.sslMode === 'prefer' || target.sslMode === 'require') {
-    return { options: { ...secureContext(target, client), rejectUnauthorized: false }, required: target.sslMode === 'require' }
+  // libpq: `require` with its default CA file present checks the chain as verify-ca (src/config/database-url.ts: with sslrootcert).
+  const mode = target.sslMode === 'require' && target.sslRootCert === undefined && existsSync(libpqDefaultRoot()) ? 'verify-ca' : target.sslMode
+  if (mode === 'allow' || mode === 'prefer' || mode === 'require') {
+    return { options: { ...secureContext(target, client), rejectUnauthorized: false }, required: mode === 'require' }
   }
-  const identity = target.sslMode === 'verify-ca' ? { checkServerIdentity: () => undefined } : {}
+  const identity = mode === 'verify-ca' ? { checkServerIdentity: () => undefined } : {}
   return { options: { ...secureContext(target, { ...client, ...trustedRoots(target) }), ...identity, rejectUnauthorized: true }, required: true }
 }
 

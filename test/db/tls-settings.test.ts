@@ -1,4 +1,4 @@
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer, connect, type AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -62,6 +62,19 @@ t.test('verify-ca and verify-full need a CA: sslrootcert, libpq\'s default file,
   const notPem = join(dir, 'not-a-certificate.txt')
   writeFileSync(notPem, 'hello\n')
   t.throws(() => settings(`sslmode=verify-ca&sslrootcert=${notPem}`), { message: `sslrootcert ${notPem} holds no PEM certificate` })
+})
+
+// libpq's documented rule: with a root CA file, sslmode=require behaves as verify-ca.
+t.test('require checks the chain against libpq\'s default CA file when it exists, as verify-ca (not the name)', { skip }, async (t) => {
+  const { dir, ca } = await certificates(t)
+  const home = process.env.HOME
+  t.teardown(() => { process.env.HOME = home })
+  process.env.HOME = join(dir, 'home')
+  const checks = () => { const { options } = settings('sslmode=require')!; return [options.rejectUnauthorized, typeof options.checkServerIdentity] }
+  t.strictSame(checks(), [false, 'undefined'], 'no CA file: encrypted, unchecked')
+  mkdirSync(join(dir, 'home', '.postgresql'), { recursive: true })
+  copyFileSync(ca, join(dir, 'home', '.postgresql', 'root.crt'))
+  t.strictSame(checks(), [true, 'function'], 'with it: the chain checked, the name not')
 })
 
 t.test('a handshake that cannot start fails its connection, not the process', async (t) => {
