@@ -2,7 +2,6 @@ import { createHmac, randomBytes } from 'node:crypto'
 import { Writable } from 'node:stream'
 import { eq, getTableName, is, sql } from 'drizzle-orm'
 import { PgTable } from 'drizzle-orm/pg-core'
-import { Redis } from 'ioredis'
 import postgres from 'postgres'
 import tap, { type Test } from 'tap'
 import { buildApp, type App, type AppDependencies } from '../src/app.js'
@@ -11,7 +10,6 @@ import type { Database } from '../src/db/database.js'
 import { openDatabase } from '../src/db/open-database.js'
 import * as schema from '../src/db/schema.js'
 import { users } from '../src/db/schema.js'
-import { checkAnswersAgainstDocument } from './openapi/conformance.js'
 
 export type DatabaseKind = 'pglite' | 'postgres'
 
@@ -99,7 +97,9 @@ export async function build (t: Test, kind: DatabaseKind, options: BuildOptions 
   const testDatabase = await createTestDatabase(t, kind)
   const app = await buildApp(testConfig(options.env), { seed: true, ...options, database: testDatabase.database })
   t.teardown(() => app.close())
-  // Every answer of every test must be one docs/openapi.json allows.
+  // Every answer of every test must be one docs/openapi.json allows. (Loaded here, as ioredis is
+  // below: a test file that needs neither does not pay for compiling the document's schemas.)
+  const { checkAnswersAgainstDocument } = await import('./openapi/conformance.js')
   checkAnswersAgainstDocument(app)
   await app.ready()
   return Object.assign(app, { testDatabase })
@@ -205,6 +205,7 @@ export const TEST_REDIS_URL = 'redis://127.0.0.1:6379'
 
 /** Whether the Redis the tests share answers; tests that need it skip with a message otherwise. */
 export async function redisIsUp (url = TEST_REDIS_URL): Promise<boolean> {
+  const { Redis } = await import('ioredis')
   const probe = new Redis(url, { lazyConnect: true, connectTimeout: 500, maxRetriesPerRequest: 0, retryStrategy: () => null })
   probe.on('error', () => {})
   try {
@@ -231,6 +232,7 @@ export async function redisSkipReason (untested?: string): Promise<false | strin
 export function redisPrefix (t: Test, url = TEST_REDIS_URL): string {
   const prefix = `ums-test:${randomBytes(6).toString('hex')}:`
   t.teardown(async () => {
+    const { Redis } = await import('ioredis')
     const redis = new Redis(url, { maxRetriesPerRequest: 0 })
     const keys = await redis.keys(`${prefix}*`)
     if (keys.length > 0) await redis.del(...keys)
