@@ -156,18 +156,7 @@ export async function createStandby (t: Test, primary: PgServer, options: { sync
   return standby
 }
 
-export interface PgBouncer {
-  readonly port: number
-  url (database: string): string
-  logs (): string
-  /**
-   * Stops it: SIGTERM closes its clients' connections at once; SIGINT (systemd's stop, its unit's
-   * KillSignal) waits for the transactions in flight, holding the new ones, then closes them.
-   */
-  stop (signal?: 'SIGTERM' | 'SIGINT'): Promise<void>
-  /** Starts it again on its port, with its settings. */
-  start (): Promise<void>
-}
+export interface PgBouncer { readonly port: number, url (database: string): string, logs (): string }
 
 /**
  * PgBouncer (stock 1.18 settings but for the ones written here) in front of `target`, any
@@ -183,27 +172,12 @@ export async function startPgBouncer (t: Test, target: { port: number }, options
   // setpriv rather than runuser: runuser forks, and a kill would reach it, not pgbouncer. The
   // death signal goes on this setpriv, as spawnLogged's own is dropped when the user changes.
   const asUser = isRoot() ? ['--reuid=postgres', '--regid=postgres', '--init-groups'] : []
+  const bouncer = spawnLogged(t, findProgram('setpriv')!, [...asUser, '--pdeathsig', 'KILL', '--', findProgram('pgbouncer')!, ini], {})
   const url = (database: string) => `postgres://postgres@127.0.0.1:${port}/${database}`
-  let bouncer: ReturnType<typeof spawnLogged>
-  let earlier = ''
-  async function start () {
-    bouncer = spawnLogged(t, findProgram('setpriv')!, [...asUser, '--pdeathsig', 'KILL', '--', findProgram('pgbouncer')!, ini], {})
-    await until('pgbouncer answering', async () => {
-      if (bouncer.child.exitCode !== null) throw new Error(`pgbouncer exited:\n${bouncer.output()}`)
-      const client = postgres(url('postgres'), { max: 1, prepare: false, connect_timeout: 2, onnotice: () => {} })
-      try { return (await client`select 1 as one`)[0].one === 1 } catch { return false } finally { await client.end() }
-    })
-  }
-  await start()
-  return {
-    port,
-    url,
-    logs: () => earlier + bouncer.output(),
-    async stop (signal = 'SIGTERM') {
-      bouncer.child.kill(signal)
-      await bouncer.exited
-      earlier += bouncer.output()
-    },
-    start
-  }
+  await until('pgbouncer answering', async () => {
+    if (bouncer.child.exitCode !== null) throw new Error(`pgbouncer exited:\n${bouncer.output()}`)
+    const client = postgres(url('postgres'), { max: 1, prepare: false, connect_timeout: 2, onnotice: () => {} })
+    try { return (await client`select 1 as one`)[0].one === 1 } catch { return false } finally { await client.end() }
+  })
+  return { port, url, logs: bouncer.output }
 }
