@@ -79,16 +79,15 @@ function secureContext (target: DatabaseTarget, files: { cert?: Buffer, key?: Bu
   }
 }
 
-/** libpq's CA file where `sslrootcert` is not given. */
 const libpqDefaultRoot = () => join(homedir(), '.postgresql', 'root.crt')
+/** The CA file to check against, as libpq picks it: `sslrootcert` (`system` too), else its default file where it exists. */
+const rootCertFile = (target: DatabaseTarget) => target.sslRootCert ?? (existsSync(libpqDefaultRoot()) ? libpqDefaultRoot() : undefined)
 
 /** The CAs a verifying mode trusts: `sslrootcert`'s file, libpq's default file, or Node's public CAs for `system`. */
-function trustedRoots (target: DatabaseTarget): { ca?: Buffer } {
-  // Without libpq's default file, libpq refuses to verify rather than trust any public CA.
-  const libpqDefault = libpqDefaultRoot()
-  const rootCert = target.sslRootCert ?? (existsSync(libpqDefault) ? libpqDefault : undefined)
+function trustedRoots (target: DatabaseTarget, rootCert: string | undefined): { ca?: Buffer } {
+  // Without a file libpq refuses to verify, rather than trust any public CA.
   if (rootCert === undefined) {
-    throw new DatabaseUrlError(`sslmode=${target.sslMode} needs sslrootcert: the file of the CA that signed the server's certificate, or system with verify-full (${libpqDefault}, libpq's default, does not exist)`)
+    throw new DatabaseUrlError(`sslmode=${target.sslMode} needs sslrootcert: the file of the CA that signed the server's certificate, or system with verify-full (${libpqDefaultRoot()}, libpq's default, does not exist)`)
   }
   if (rootCert === 'system') return {}
   const ca = readPem('sslrootcert', rootCert)
@@ -102,20 +101,21 @@ function trustedRoots (target: DatabaseTarget): { ca?: Buffer } {
 
 /**
  * libpq's meanings of `sslmode` in Node's terms: `prefer` and `require` encrypt without
- * checking the certificate; `verify-ca` checks that the CA signed it; `verify-full` also that it
+ * checking the certificate (`require` checks the chain when a CA file is at hand); `verify-ca` checks that the CA signed it; `verify-full` also that it
  * names the host. Files are read and loaded once, here, so a missing or broken one stops the
  * start with its name, never a running instance's handshake.
  */
 export function tlsSettings (target: DatabaseTarget): TlsSettings | null {
   if (target.sslMode === 'disable') return null
   const client = target.sslCert && target.sslKey ? clientIdentity(target.sslCert, target.sslKey) : {}
-  // libpq: `require` with its default CA file present checks the chain as verify-ca (src/config/database-url.ts: with sslrootcert).
-  const mode = target.sslMode === 'require' && target.sslRootCert === undefined && existsSync(libpqDefaultRoot()) ? 'verify-ca' : target.sslMode
+  const rootCert = rootCertFile(target)
+  // libpq: with a CA file at hand, `require` checks the chain as verify-ca does.
+  const mode = target.sslMode === 'require' && rootCert !== undefined ? 'verify-ca' : target.sslMode
   if (mode === 'allow' || mode === 'prefer' || mode === 'require') {
     return { options: { ...secureContext(target, client), rejectUnauthorized: false }, required: mode === 'require' }
   }
   const identity = mode === 'verify-ca' ? { checkServerIdentity: () => undefined } : {}
-  return { options: { ...secureContext(target, { ...client, ...trustedRoots(target) }), ...identity, rejectUnauthorized: true }, required: true }
+  return { options: { ...secureContext(target, { ...client, ...trustedRoots(target, rootCert) }), ...identity, rejectUnauthorized: true }, required: true }
 }
 
 /**

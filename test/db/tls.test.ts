@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs'
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -90,6 +90,20 @@ t.test('a certificate the CA did not sign stops the start: exit 1, one line nami
   const lines = started.stderr().trim().split('\n')
   t.equal(lines.length, 1, lines.join(' | '))
   t.equal(lines[0], `Startup failed: TlsHandshakeError UNABLE_TO_VERIFY_LEAF_SIGNATURE: 127.0.0.1:${server.port} failed the TLS handshake: unable to verify the first certificate`, 'naming the host')
+})
+
+// libpq: with its default CA file present, `require` checks the chain as verify-ca does. The
+// server's certificate is signed by another CA than that file's, so the handshake must fail.
+t.test('require with libpq\'s default CA file checks the chain against it: another CA\'s certificate stops the start', { skip }, async (t) => {
+  const { server, certificates } = await tlsServer(t)
+  const home = mkdtempSync(join(tmpdir(), 'ums-home-'))
+  t.teardown(() => rmSync(home, { recursive: true, force: true }))
+  mkdirSync(join(home, '.postgresql'))
+  copyFileSync(certificates.otherCa, join(home, '.postgresql', 'root.crt'))
+  const started = spawnServer(t, { HOME: home, APP_PROFILE: 'production', PORT: String(await freePort()), MANAGEMENT_PORT: 'off', JWT_SECRET: TEST_SECRET, DATABASE_URL: `postgres://postgres@127.0.0.1:${server.port}/postgres?sslmode=require` })
+  // Unchecked, the start would succeed and the process serve on: 60 s is the bound of that wait.
+  t.strictSame(await Promise.race([started.exited, sleep(60_000).then(() => 'still running')]), { code: 1, signal: null })
+  t.strictSame(started.stderr().trim().split('\n'), [`Startup failed: TlsHandshakeError UNABLE_TO_VERIFY_LEAF_SIGNATURE: 127.0.0.1:${server.port} failed the TLS handshake: unable to verify the first certificate`])
 })
 
 t.test('TLS through a path that goes silent (half-open): every answer within 11 s, a 200 within 10 s, ready within 15 s', { skip }, async (t) => {
