@@ -34,10 +34,16 @@ function configOrExit (): Config {
 const STOP_SIGNALS = ['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGQUIT', 'SIGUSR2'] as const
 function stoppedDuringStart (signal: NodeJS.Signals): void {
   process.stderr.write(`Stopped by ${signal} during start, before serving\n`)
-  for (const other of STOP_SIGNALS) process.removeListener(other, stoppedDuringStart)
+  startWatched(false)
   process.kill(process.pid, signal)
 }
-for (const signal of STOP_SIGNALS) process.once(signal, stoppedDuringStart)
+function startWatched (watched: boolean): void {
+  for (const signal of STOP_SIGNALS) {
+    if (watched) process.once(signal, stoppedDuringStart)
+    else process.removeListener(signal, stoppedDuringStart)
+  }
+}
+startWatched(true)
 
 const config = configOrExit()
 // Loaded once the configuration holds: a bad one is refused before the app is even read.
@@ -84,7 +90,7 @@ if (config.profile === 'production' && !config.rateLimits) {
 // A stray rejected promise is a bug to fix, not a reason to drop every request in flight.
 process.on('unhandledRejection', (reason) => app.log.error({ err: reason }, 'unhandled promise rejection'))
 
-for (const signal of STOP_SIGNALS) process.removeListener(signal, stoppedDuringStart)
+startWatched(false)
 closeWithGrace({
   // The whole sequence below, with room to spare; past it close-with-grace exits 1.
   delay: config.shutdownDrainMs + DRAIN_IN_FLIGHT_MS + 5_000,
